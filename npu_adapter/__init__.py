@@ -1,0 +1,45 @@
+"""npu-adapter: the TF Adapter (npu_bridge) front end, reimplemented in Python for TF 2.x.
+
+Public API (see DESIGN §4): :class:`NpuConfig`, :func:`rewrite` and :class:`RewriteResult`,
+:class:`NpuSession`, :func:`install`, :func:`dump_graphs`, the ``backends`` and ``passes``
+packages and ``testing`` helpers. Heavy modules are imported on first use.
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NpuConfig",
+    "NpuSession",
+    "RewriteResult",
+    "ClusterInfo",
+    "rewrite",
+    "install",
+    "uninstall",
+    "dump_graphs",
+    "errors",
+    "__version__",
+]
+
+_LAZY = {
+    "NpuConfig": ("npu_adapter.config", "NpuConfig"),
+    "rewrite": ("npu_adapter.api", "rewrite"),
+    "RewriteResult": ("npu_adapter.result", "RewriteResult"),
+    "ClusterInfo": ("npu_adapter.result", "ClusterInfo"),
+    "NpuSession": ("npu_adapter.session", "NpuSession"),
+    "install": ("npu_adapter.session", "install"),
+    "uninstall": ("npu_adapter.session", "uninstall"),
+    "dump_graphs": ("npu_adapter.dump", "dump_graphs"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    if name in ("errors", "backends", "passes", "testing", "graph"):
+        return importlib.import_module(f"npu_adapter.{name}")
+    raise AttributeError(f"module 'npu_adapter' has no attribute {name!r}")

@@ -1,0 +1,44 @@
+"""Install npu-adapter: the library, its passes, the npu_bridge drop-in and the CLI."""
+
+from setuptools import setup
+
+PACKAGES = [
+    "npu_adapter",
+    "npu_adapter.config",
+    "npu_adapter.backends",
+    "npu_adapter.graph",
+    "npu_adapter.passes",
+    "npu_adapter.testing",
+    "npu_adapter.third_party",
+    "npu_bridge",
+]
+
+setup(
+    name="npu-adapter",
+    version="0.1.0",
+    description=(
+        "Pure-Python reimplementation of the TF Adapter (npu_bridge) front end for "
+        "TF1-style scripts on TensorFlow 2.x"
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=PACKAGES,
+    # `passes/` and `third_party/` live at the top of the repository (design card) but are
+    # installed inside the library namespace, so `import passes` never clashes with anything.
+    package_dir={
+        "npu_adapter.passes": "passes",
+        "npu_adapter.third_party": "third_party",
+    },
+    package_data={"npu_adapter.third_party": ["*.json", "*.md", "*.txt", "LICENSE*"]},
+    install_requires=[
+        "tensorflow>=2.15,<2.22",
+        "numpy",
+        "protobuf",
+        "absl-py",
+    ],
+    extras_require={
+        "test": ["pytest", "hypothesis", "ruff"],
+    },
+    entry_points={"console_scripts": ["npu-adapter=npu_adapter.cli:main"]},
+)
