@@ -1,0 +1,99 @@
+"""The backend interface: what a device backend tells the rewrite, and what it must do for it.
+
+A backend answers three questions for the passes — which op types it supports
+(:meth:`Backend.op_support`, plus per-node exclusions in :meth:`Backend.supports_node`), whether
+state (variables, queues, iterators, tables) stays with the TensorFlow session
+(:attr:`Backend.keeps_state_on_host`), whether it can run here at all (:meth:`Backend.available`)
+— and does one job: :meth:`Backend.lower` turns the encapsulated clusters into something
+executable. Backends depend only on the library core; they never import passes or the session.
+"""
+
+import abc
+
+from npu_adapter.op_support import REASON_SUPPORTED, default_op_support
+
+__all__ = ["Backend"]
+
+
+class Backend(abc.ABC):
+    """Base class of device backends (CPU reference, XLA, CANN, or your own).
+
+    Subclasses set :attr:`name` and implement :meth:`lower`; the other hooks have defaults.
+    Instances are created by :func:`npu_adapter.backends.get_backend` with no arguments, once per
+    call, so constructors must be cheap and must not touch devices: do expensive set-up lazily
+    (and cache it at class level when it should be shared).
+
+    Attributes:
+        name: the registry name (lower-case, e.g. ``"cpu"``).
+        keeps_state_on_host: True when variables, queues, iterators and tables stay with the
+            TensorFlow session and clusters only read/write them through ordinary edges (the CPU
+            reference); False when the device owns variables, as with CANN, where the original
+            moves ``Variable*``/``VarHandleOp`` into the GeOp.
+    """
+
+    name = ""
+    keeps_state_on_host = True
+
+    def op_support(self, config):
+        """The op-support list for this backend under ``config``.
+
+        ``config`` is an ``NpuConfig``-like object; implementations read it with ``getattr`` and
+        defaults (for example ``getattr(config, "mix_compile_mode", False)``) so that any object
+        with the relevant attributes works. The default is the CANN list: from
+        ``$ASCEND_OPP_PATH`` when set, else the bundled default list.
+
+        Returns:
+            An :class:`npu_adapter.op_support.OpSupportList`.
+        """
+        return default_op_support(config)
+
+    def supports_node(self, node_def, op_def):
+        """Backend-specific exclusion of one node beyond the op list.
+
+        Called only for nodes whose op type passed the list check. ``op_def`` is the node's
+        ``OpDef`` or None when TensorFlow does not know the op. Return ``(False, reason)`` with a
+        short snake_case reason code to keep the node on the host (for example a dtype the device
+        cannot handle); the reason ends up in the placement report.
+
+        Returns:
+            ``(supported: bool, reason: str)``; the default is ``(True, "supported")``.
+        """
+        del node_def, op_def
+        return True, REASON_SUPPORTED
+
+    @abc.abstractmethod
+    def lower(self, graph_def, clusters, ctx):
+        """Make the encapsulated clusters executable.
+
+        Args:
+            graph_def: the rewritten ``GraphDef``. Each cluster is one node whose op is ``GeOp``,
+                with a ``function`` attr naming a ``FunctionDef`` in ``graph_def.library`` that
+                holds the cluster's body (gears, when present, are a ``Case`` inside it or around
+                it). Treat it as read-only.
+            clusters: the partitioner's description of each cluster (name, node names, input
+                and output tensor names, gears), in the order of the GeOp names.
+            ctx: the pass context (the typed config as ``ctx.config``, and the dump/instrument
+                hooks).
+
+        Returns:
+            A new ``GraphDef`` that TensorFlow can import and run with ``tf.import_graph_def``
+            (every op registered, every function present), computing the same values as the
+            input graph. A backend may replace the ``GeOp`` nodes (e.g. by
+            ``PartitionedCall`` of the function), annotate them, or swap the function bodies;
+            node names that the session maps (stateful nodes, feeds, fetches) must be kept.
+
+        Raises:
+            npu_adapter.errors.BackendError: a cluster cannot be lowered; the message names it.
+        """
+
+    def available(self):
+        """Whether this backend can run in this process.
+
+        Returns:
+            ``(True, "")`` when usable, else ``(False, why)`` with a message saying what is
+            missing (a Python package, a device, a driver) and how to get it.
+        """
+        return True, ""
+
+    def __repr__(self):
+        return f"<{type(self).__name__} backend {self.name!r}>"
