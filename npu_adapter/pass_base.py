@@ -1,0 +1,194 @@
+"""What a pass is: ``PassBase``, ``PassResult`` and the ``PassContext`` it runs in.
+
+A pass has a unique snake_case ``name``, typed options given to its constructor, and a
+``run(graph_def, ctx) -> PassResult`` that never mutates its input and is deterministic. Dumps,
+timing and invariant checks are instruments around passes (``npu_adapter.instruments``), never
+code inside them. State that later passes need travels in the GraphDef itself (node attributes
+such as ``_subgraphs``, as in the original TF Adapter), so every pass can run on its own on a
+GraphDef that carries those attributes.
+"""
+
+import collections
+import dataclasses
+import typing
+
+from npu_adapter.errors import GraphInvariantError
+
+__all__ = ["PassResult", "PassContext", "PassBase", "PassOption"]
+
+
+class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", "info"])):
+    """Result of one pass.
+
+    Attributes:
+        graph_def: the output GraphDef (the input object itself when nothing changed).
+        modified: True exactly when the output differs from the input.
+        info: small dict of artifacts for logs and reports (counts, tables). Later passes must
+            never depend on it.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, graph_def, modified, info=None):
+        return super().__new__(cls, graph_def, bool(modified), dict(info or {}))
+
+
+@dataclasses.dataclass
+class PassContext:
+    """Everything a pass may read besides the GraphDef. Passes treat it as read-only.
+
+    Attributes:
+        config: the ``NpuConfig`` of the session (or of ``rewrite``); None means defaults with an
+            ``NpuOptimizer`` entry present.
+        backend: the ``Backend`` instance the graph is partitioned for.
+        fetches: fetched tensor names of the run signature (``node:port``).
+        targets: target op names of the run signature.
+        feeds: fed tensor names of the run signature.
+        graph_num: the ``<N>`` of the ``GeOp<N>_<k>`` names this rewrite creates. The original
+            uses a process-wide counter; we take it from the caller so names are deterministic.
+        op_support: the op support list to use (None: ask the backend).
+    """
+
+    config: typing.Any = None
+    backend: typing.Any = None
+    fetches: tuple = ()
+    targets: tuple = ()
+    feeds: tuple = ()
+    graph_num: int = 1
+    op_support: typing.Any = None
+
+    def get_config(self):
+        """The NpuConfig, building a default one (NpuOptimizer present) when none was given."""
+        if self.config is None:
+            from npu_adapter.config import NpuConfig
+
+            self.config = NpuConfig.from_dict({})
+        return self.config
+
+    def get_backend(self):
+        """The Backend instance (the CPU reference when none was given)."""
+        if self.backend is None or isinstance(self.backend, str):
+            from npu_adapter.backends import get_backend
+
+            self.backend = get_backend(self.backend or "cpu")
+        return self.backend
+
+    def get_op_support(self):
+        """The op support list: an explicit one, else the backend's for this config."""
+        if self.op_support is None:
+            self.op_support = self.get_backend().op_support(self.get_config())
+        return self.op_support
+
+
+@dataclasses.dataclass(frozen=True)
+class PassOption:
+    """Declaration of one pass option: its Python type, default and a one-line description."""
+
+    type: type
+    default: typing.Any
+    doc: str
+    choices: tuple = ()
+
+
+class PassBase:
+    """Base class of all passes.
+
+    Subclasses set ``name`` (unique, snake_case) and ``options`` (dict option name →
+    :class:`PassOption`), and implement :meth:`run`. Construct with keyword options; unknown
+    options and values of the wrong type raise ``ValueError`` showing a correct call.
+    """
+
+    name: typing.ClassVar[str] = ""
+    options: typing.ClassVar[dict] = {}
+
+    def __init__(self, **options):
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise ValueError(
+                f"pass {self.name!r} has no option(s) {unknown}; valid options: "
+                f"{sorted(self.options) or 'none'} (e.g. {self._example()})")
+        values = {}
+        for key, spec in self.options.items():
+            if key in options:
+                values[key] = self._coerce(key, spec, options[key])
+            else:
+                values[key] = spec.default
+        self.option_values = values
+        self.explicit_options = {k: values[k] for k in sorted(options)}
+
+    def _example(self):
+        parts = [f"{k}={_format_value(s.default)}" for k, s in sorted(self.options.items())]
+        return f"{self.name}({', '.join(parts)})" if parts else self.name
+
+    def _coerce(self, key, spec, value):
+        if spec.type is bool:
+            ok = isinstance(value, bool)
+        elif spec.type is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif spec.type is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            value = float(value) if ok else value
+        else:
+            ok = isinstance(value, spec.type) or value is None
+        if not ok:
+            raise ValueError(
+                f"pass {self.name!r} option {key!r} expects {spec.type.__name__}, got "
+                f"{type(value).__name__} {value!r} (e.g. {self._example()})")
+        if spec.choices and value not in spec.choices:
+            raise ValueError(
+                f"pass {self.name!r} option {key!r} must be one of {list(spec.choices)}, "
+                f"got {value!r}")
+        return value
+
+    def option(self, key):
+        """Value of option ``key`` (explicit or default)."""
+        return self.option_values[key]
+
+    def describe(self):
+        """Canonical pipeline text of this pass with its explicit options (sorted)."""
+        if not self.explicit_options:
+            return self.name
+        parts = [f"{k}={_format_value(v)}" for k, v in self.explicit_options.items()]
+        return f"{self.name}({','.join(parts)})"
+
+    def __repr__(self):
+        return f"<pass {self.describe()}>"
+
+    def requires(self, graph_def, ctx):
+        """Precondition hook; raise GraphInvariantError to refuse the input."""
+
+    def ensures(self, graph_def, ctx):
+        """Postcondition hook; raise GraphInvariantError when the output is wrong."""
+
+    def run(self, graph_def, ctx):  # pragma: no cover - abstract
+        """Rewrite ``graph_def`` (never mutating it) and return a :class:`PassResult`."""
+        raise NotImplementedError
+
+    def __call__(self, graph_def, ctx=None):
+        """Run the pass alone: requires → run → result type check → ensures."""
+        ctx = ctx if ctx is not None else PassContext()
+        self.requires(graph_def, ctx)
+        result = self.run(graph_def, ctx)
+        if not isinstance(result, PassResult):
+            raise TypeError(
+                f"pass {self.name!r} returned {type(result).__name__}; passes must return "
+                "PassResult(graph_def, modified, info)")
+        self.ensures(result.graph_def, ctx)
+        return result
+
+
+def _format_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        if value and all(c.isalnum() or c in "_.-/" for c in value):
+            return value
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    return repr(value)
+
+
+def require_no_violations(violations, pass_name, stage):
+    """Raise GraphInvariantError for a non-empty violation list, naming the pass and stage."""
+    if violations:
+        raise GraphInvariantError([str(v) for v in violations], context=f"{stage} {pass_name!r}")
