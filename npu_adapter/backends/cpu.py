@@ -1,0 +1,72 @@
+"""The CPU reference backend: clusters run as TensorFlow functions on the host CPU.
+
+It partitions exactly as an Ascend device would be targeted (same op list, same rules), so the
+placement report and the cluster layout are the ones the user gets on the NPU; then every
+``GeOp`` is lowered to a ``StatefulPartitionedCall`` of the cluster's FunctionDef. The result is a
+plain TensorFlow graph that computes the same numbers as the original graph, bit for bit.
+
+State (variables, queues, iterators, tables) stays with the TensorFlow session: state owners are
+kept on the host and their values cross into clusters as ordinary inputs, so a variable has one
+value whether a run is rewritten or not. Graph inputs (``Placeholder``) stay on the host too: the
+session feeds them.
+"""
+
+from npu_adapter.annotations import GEOP_OP
+from npu_adapter.backends.base import Backend
+from npu_adapter.graph.types import op_def_for
+
+__all__ = ["CpuReferenceBackend", "lower_to_function_calls", "is_state_owner"]
+
+_RESOURCE = 20  # types_pb2.DT_RESOURCE
+
+
+def is_state_owner(op_def):
+    """A stateful op handing out a ref or resource owns state (variable, queue, table, ...)."""
+    if op_def is None or not op_def.is_stateful:
+        return False
+    return any(arg.is_ref or arg.type == _RESOURCE for arg in op_def.output_arg)
+
+
+def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall"):
+    """Copy of ``graph_def`` where every ``GeOp`` node is a call of its function.
+
+    The call keeps the node's name, inputs, ``Tin``/``Tout`` and every ``_``-prefixed attr (the
+    options the original stamps); ``function`` becomes ``f`` and ``data_format`` (not an attr of
+    the call op) is kept as ``_data_format``.
+    """
+    from tensorflow.core.framework import graph_pb2
+
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+    for node in out.node:
+        if node.op != GEOP_OP:
+            continue
+        node.op = call_op
+        node.attr["f"].func.name = node.attr["function"].func.name
+        del node.attr["function"]
+        if "data_format" in node.attr:
+            node.attr["_data_format"].s = node.attr["data_format"].s
+            del node.attr["data_format"]
+        for key in ("config", "config_proto", "executor_type"):
+            node.attr[key].s = b""
+    return out
+
+
+class CpuReferenceBackend(Backend):
+    """Runs clusters as TF functions on the CPU; the default backend."""
+
+    name = "cpu"
+    keeps_state_on_host = True
+
+    def supports_node(self, node_def, op_def):
+        if node_def.op == "Placeholder":
+            return False, "graph_input"
+        if is_state_owner(op_def if op_def is not None else op_def_for(node_def.op)):
+            return False, "state_owner"
+        return True, "supported"
+
+    def lower(self, graph_def, clusters, ctx):
+        return lower_to_function_calls(graph_def)
+
+    def available(self):
+        return True, "runs anywhere TensorFlow runs"

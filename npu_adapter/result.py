@@ -1,0 +1,169 @@
+"""``RewriteResult`` and ``ClusterInfo``: what a rewrite returns besides the GraphDef."""
+
+import dataclasses
+import typing
+
+from npu_adapter.annotations import (
+    CLUSTER_ATTR,
+    DEVICE_HOST,
+    DEVICE_NPU,
+    GEOP_OP,
+    NPU_OPTIMIZER_ATTR,
+    get_placement,
+)
+
+__all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph",
+           "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "CLUSTER_FUNCTION_ATTRS"]
+
+CLUSTER_INPUTS_ATTR = "_npu_adapter_inputs"
+CLUSTER_OUTPUTS_ATTR = "_npu_adapter_outputs"
+CLUSTER_GEARS_ATTR = "_npu_adapter_gears"
+# Attrs naming the function a cluster node calls, before and after lowering.
+CLUSTER_FUNCTION_ATTRS = ("function", "f")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+    """One device cluster (one ``GeOp``).
+
+    Attributes:
+        name: ``GeOp<N>_<k>``; also the name of its FunctionDef and of its node.
+        nodes: names of the original nodes inside, in GraphDef order.
+        inputs: original tensor names entering the cluster, in argument order.
+        outputs: original tensor names leaving it (or fetched), in output order.
+        gears: the gear table when gears were inserted (tuple of per-input shape tuples).
+        op: the op of the cluster node in the final graph (``GeOp`` before lowering).
+    """
+
+    name: str
+    nodes: tuple
+    inputs: tuple
+    outputs: tuple
+    gears: tuple = ()
+    op: str = GEOP_OP
+
+    @property
+    def size(self):
+        """Number of original nodes in the cluster."""
+        return len(self.nodes)
+
+
+def _is_cluster_node(node):
+    return NPU_OPTIMIZER_ATTR in node.attr and any(k in node.attr for k in CLUSTER_FUNCTION_ATTRS)
+
+
+def _function_of(node):
+    for key in CLUSTER_FUNCTION_ATTRS:
+        if key in node.attr:
+            return node.attr[key].func.name
+    return None
+
+
+def clusters_from_graph(graph_def):
+    """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order)."""
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    found = []
+    for node in graph_def.node:
+        if not _is_cluster_node(node):
+            continue
+        fname = _function_of(node)
+        fdef = functions.get(fname)
+        members = ()
+        if fdef is not None:
+            members = tuple(n.name for n in fdef.node_def if not n.name.endswith("_copied"))
+        gears = ()
+        if CLUSTER_GEARS_ATTR in node.attr:
+            gears = tuple(tuple(int(d) for d in s.decode().split(",") if d)
+                          for s in node.attr[CLUSTER_GEARS_ATTR].list.s)
+        found.append(ClusterInfo(
+            name=node.name,
+            nodes=members,
+            inputs=tuple(s.decode() for s in node.attr[CLUSTER_INPUTS_ATTR].list.s)
+            if CLUSTER_INPUTS_ATTR in node.attr else (),
+            outputs=tuple(s.decode() for s in node.attr[CLUSTER_OUTPUTS_ATTR].list.s)
+            if CLUSTER_OUTPUTS_ATTR in node.attr else (),
+            gears=gears,
+            op=node.op,
+        ))
+    return found
+
+
+def placement_from_graph(graph_def, original_names, default_reason="not_rewritten"):
+    """Placement of every name of ``original_names`` from an annotated rewritten graph.
+
+    Host nodes carry their annotation in the outer graph; clustered nodes in the body of their
+    cluster's function. Returns an ordered dict name → ``{"device", "cluster", "reason"}``.
+    """
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    where = {}
+    for node in graph_def.node:
+        if _is_cluster_node(node):
+            fdef = functions.get(_function_of(node))
+            if fdef is None:
+                continue
+            for body in fdef.node_def:
+                placement = get_placement(body)
+                reason = placement[1] if placement else "supported"
+                where.setdefault(body.name, {"device": DEVICE_NPU, "cluster": node.name,
+                                             "reason": reason})
+            continue
+        placement = get_placement(node)
+        if placement is not None:
+            device, reason = placement
+            cluster = node.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in node.attr else None
+            if cluster is None:
+                device = DEVICE_HOST
+            where[node.name] = {"device": device, "cluster": cluster, "reason": reason}
+    result = {}
+    for name in original_names:
+        result[name] = where.get(name, {"device": DEVICE_HOST, "cluster": None,
+                                        "reason": default_reason})
+    return result
+
+
+@dataclasses.dataclass
+class RewriteResult:
+    """What :func:`npu_adapter.rewrite` returns.
+
+    Attributes:
+        graph_def: the rewritten GraphDef (plain TensorFlow with the CPU reference backend).
+        clusters: list of :class:`ClusterInfo`, in GraphDef order.
+        placement: dict node name → ``{"device": "npu"|"host", "cluster": name|None,
+            "reason": code}`` for every node of the (client) graph that was rewritten.
+        modified: True when the graph changed.
+        skip_reason: why the graph was left untouched (None when it was rewritten).
+        tensor_map: original tensor name → tensor name in ``graph_def`` for every fetch and for
+            every output of a clustered node that leaves its cluster.
+        op_map: original op name → op name in ``graph_def`` for every target and clustered node.
+        feed_map: fed tensor → tensor standing for it in ``graph_def``.
+        pipeline: canonical text of the pipeline that ran.
+        timings: list of ``(pass name, seconds)``.
+        pass_info: dict pass name → its ``PassResult.info``.
+    """
+
+    graph_def: typing.Any
+    clusters: list
+    placement: dict
+    modified: bool
+    skip_reason: typing.Any = None
+    tensor_map: dict = dataclasses.field(default_factory=dict)
+    op_map: dict = dataclasses.field(default_factory=dict)
+    feed_map: dict = dataclasses.field(default_factory=dict)
+    pipeline: str = ""
+    timings: list = dataclasses.field(default_factory=list)
+    pass_info: dict = dataclasses.field(default_factory=dict)
+
+    def cluster(self, name):
+        """The :class:`ClusterInfo` called ``name`` (KeyError if none)."""
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise KeyError(f"no cluster named {name!r}; clusters: {[c.name for c in self.clusters]}")
+
+    def reasons(self):
+        """Count of nodes per (device, reason), most frequent first."""
+        counts = {}
+        for p in self.placement.values():
+            key = (p["device"], p["reason"])
+            counts[key] = counts.get(key, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))

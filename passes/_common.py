@@ -1,0 +1,55 @@
+"""Small helpers shared by the passes (not a pass)."""
+
+from tensorflow.core.framework import graph_pb2
+
+from npu_adapter.annotations import DEVICE_HOST, DEVICE_NPU, PLACEMENT_ATTR
+
+__all__ = ["copy_graph", "write_placements", "read_placements"]
+
+
+def copy_graph(graph_def):
+    """A deep copy of ``graph_def`` that the pass may edit."""
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+    return out
+
+
+def read_placements(view):
+    """``(candidate list, reasons dict)`` from the placement annotations of the view's nodes.
+
+    Nodes without an annotation count as host with no reason.
+    """
+    candidate = []
+    reasons = {}
+    for i, node in enumerate(view.nodes):
+        value = node.attr.get(PLACEMENT_ATTR)
+        if value is None:
+            candidate.append(False)
+            continue
+        device, _, reason = value.s.decode().partition(":")
+        candidate.append(device == DEVICE_NPU)
+        reasons[i] = reason
+    return candidate, reasons
+
+
+def write_placements(graph_def, candidate, reasons):
+    """Annotate every node of ``graph_def`` with its placement.
+
+    Returns ``(graph_def_out, modified)``: the input object itself when every annotation was
+    already as requested, else an edited copy.
+    """
+    wanted = []
+    changed = False
+    for i, node in enumerate(graph_def.node):
+        device = DEVICE_NPU if candidate[i] else DEVICE_HOST
+        value = f"{device}:{reasons.get(i, 'supported')}".encode()
+        wanted.append(value)
+        current = node.attr.get(PLACEMENT_ATTR)
+        if current is None or current.s != value:
+            changed = True
+    if not changed:
+        return graph_def, False
+    out = copy_graph(graph_def)
+    for node, value in zip(out.node, wanted):
+        node.attr[PLACEMENT_ATTR].s = value
+    return out, True

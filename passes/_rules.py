@@ -1,0 +1,358 @@
+"""Candidate rules shared by ``mark_candidates``, ``in_out_pair`` and ``cluster``.
+
+This module holds the parts of the original ``FindNpuSupportCandidates`` (spec §2.4) that are
+not a pass on their own:
+
+* :class:`SupportOracle` — ``IsNpuSupportingNode``: the op list (gray ops count as unsupported in
+  mix mode), ``_without_npu_compile``, library functions that are wholly supported, func-valued
+  attrs, and the backend's own exclusions (state owners and graph inputs on the CPU reference).
+* :func:`infect` — the worklist that keeps ref, resource and variant edges (and string edges with
+  loop sinking) from crossing the host/device boundary.
+* :func:`while_frames` / :func:`cond_regions` — TF1 control-flow structure. A v1 while loop and the
+  nodes between a ``Switch`` and its ``Merge`` may never be split across the boundary: frames need
+  their ``Enter``/``Exit`` together and a dead tensor cannot leave a function. The original applies
+  the frame rule in mix mode only; we apply both rules in every mode because the CPU reference runs
+  clusters as TF functions (documented deviation).
+
+Everything works on node indices of a :class:`~npu_adapter.graph.GraphView` and is linear in
+nodes + edges (each node is pushed on a worklist at most once per rule round).
+"""
+
+import collections
+
+from tensorflow.core.framework import types_pb2
+
+from npu_adapter.annotations import WITHOUT_NPU_COMPILE_ATTR
+from npu_adapter.graph.types import base_type, is_ref_type, op_def_for
+from npu_adapter.op_support import is_op_supported
+
+__all__ = [
+    "SupportOracle",
+    "infect",
+    "while_frames",
+    "cond_regions",
+    "apply_group_rules",
+    "add_relational_consts",
+    "is_state_owner_op",
+    "CONST_OPS",
+]
+
+CONST_OPS = frozenset({"Const", "HostConst"})
+_STRING = types_pb2.DT_STRING
+_RESOURCE = types_pb2.DT_RESOURCE
+_VARIANT = types_pb2.DT_VARIANT
+_CROSS_RULE_REASON = {
+    _RESOURCE: "resource_edge",
+    _VARIANT: "variant_edge",
+    _STRING: "string_edge_with_loop_sinking",
+}
+_VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp"})
+_ITERATOR_OPS = frozenset({"Iterator", "IteratorV2"})
+_GETNEXT_OPS = frozenset({"IteratorGetNext", "GetNext"})
+
+
+def is_state_owner_op(op_def):
+    """A stateful op that hands out a ref or resource: it owns state (variable, queue, ...)."""
+    if op_def is None or not op_def.is_stateful:
+        return False
+    return any(arg.is_ref or arg.type == _RESOURCE for arg in op_def.output_arg)
+
+
+def _func_names(node):
+    for key in sorted(node.attr):
+        value = node.attr[key]
+        if value.HasField("func"):
+            yield value.func.name
+        elif value.HasField("list"):
+            for f in value.list.func:
+                yield f.name
+
+
+class SupportOracle:
+    """Answers "may this node go to the device?" for one graph (``IsNpuSupportingNode``)."""
+
+    def __init__(self, view, op_list, backend, *, mix_compile_mode):
+        self.view = view
+        self.op_list = op_list
+        self.backend = backend
+        self.mix = bool(mix_compile_mode)
+        self._functions = {}
+
+    def function_supported(self, name, _stack=None):
+        """True when library function ``name`` holds only supported ops (Consts allowed)."""
+        if name in self._functions:
+            return self._functions[name]
+        fdef = self.view.functions.get(name)
+        if fdef is None:
+            return False
+        stack = _stack or set()
+        if name in stack:
+            return True  # recursion: decided by the outer frame
+        stack.add(name)
+        ok = True
+        for node in fdef.node_def:
+            if not self._node_ok(node, support_const=True, stack=stack)[0]:
+                ok = False
+                break
+        stack.discard(name)
+        self._functions[name] = ok
+        return ok
+
+    def _node_ok(self, node, *, support_const, stack=None):
+        without = False
+        attr = node.attr.get(WITHOUT_NPU_COMPILE_ATTR)
+        if attr is not None:
+            without = bool(attr.b) if attr.HasField("b") else attr.s in (b"1", b"true", b"True")
+        ok, reason = is_op_supported(node.op, self.op_list, mix_compile_mode=self.mix,
+                                     support_const=support_const, without_npu_compile=without)
+        if not ok and reason == "unsupported_op" and node.op in self.view.functions:
+            ok = self.function_supported(node.op, stack)
+            reason = "supported" if ok else "function_not_supported"
+        if ok:
+            for fname in _func_names(node):
+                if not self.function_supported(fname, stack):
+                    return False, "function_not_supported"
+            ok, reason = self.backend.supports_node(node, op_def_for(node.op))
+        return ok, reason
+
+    def node_support(self, i, *, support_const=False):
+        """``(supported, reason)`` for node ``i`` of the view."""
+        return self._node_ok(self.view.nodes[i], support_const=support_const)
+
+
+def _has_attr(node, key):
+    return key in node.attr
+
+
+def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
+    """Move candidates to the host across edges that may not cross the boundary.
+
+    Args:
+        view: the GraphView.
+        candidate: list of bools per node, updated in place.
+        reasons: dict node index → host reason, updated for every node moved to the host.
+        seeds: host node indices to start from (nodes that do not infect are left out).
+        iterations_per_loop: strings may cross only when it is 1 (no loop sinking).
+        enable_dp: enable_data_pre_proc (a string GetNext output may then cross).
+
+    Returns:
+        The list of node indices moved to the host, in the order they were moved.
+    """
+    nodes = view.nodes
+    data_out = view.data_outputs
+    moved = []
+    queue = collections.deque(seeds)
+    strings_cross = iterations_per_loop == 1
+
+    def host(i, reason):
+        candidate[i] = False
+        reasons[i] = reason
+        moved.append(i)
+        queue.append(i)
+
+    while queue:
+        h = queue.popleft()
+        h_node = nodes[h]
+        # Out-edges: a candidate consumer of a host tensor.
+        for d, slot, _ in data_out[h]:
+            if not candidate[d]:
+                continue
+            t = view.edge_type(d, slot)
+            if t is None:
+                continue
+            if is_ref_type(t):
+                host(d, "ref_edge")
+                continue
+            b = base_type(t)
+            if b in _CROSS_RULE_REASON:
+                if (_has_attr(nodes[d], "_op_max_size") or nodes[d].op == "Assert"
+                        or h_node.op in CONST_OPS or (strings_cross and b == _STRING)):
+                    continue
+                host(d, _CROSS_RULE_REASON[b])
+        # In-edges: a candidate producer of a tensor the host node reads.
+        in_types = None
+        for slot, (s, _) in enumerate(view.data_inputs[h]):
+            if s < 0 or not candidate[s]:
+                continue
+            if in_types is None:
+                in_types = view.input_types(h) or ()
+            t = in_types[slot] if slot < len(in_types) else view.source_type(h, slot)
+            if t is None:
+                continue
+            if is_ref_type(t):
+                host(s, "ref_edge")
+                continue
+            b = base_type(t)
+            if b in _CROSS_RULE_REASON:
+                if _has_attr(h_node, "_op_max_size") or (strings_cross and b == _STRING):
+                    continue
+                if enable_dp and b == _STRING and nodes[s].op in _GETNEXT_OPS:
+                    continue
+                host(s, _CROSS_RULE_REASON[b])
+    return moved
+
+
+# --------------------------------------------------------------------------- control flow v1
+def while_frames(view):
+    """Frames of TF1 while loops.
+
+    Returns:
+        ``(frame_of, parent, members)``: ``frame_of[i]`` is the frame id of node ``i`` (0 = root),
+        ``parent[f]`` the parent frame of ``f``, ``members[f]`` the node indices of frame ``f``
+        (root excluded). Empty when the graph has no ``Enter`` node.
+    """
+    nodes = view.nodes
+    if not any(n.op in ("Enter", "RefEnter") for n in nodes):
+        return [0] * len(nodes), {0: None}, {}
+    order, _ = view.topological_order(skip_back_edges=True)
+    frame_of = [0] * len(nodes)
+    parent = {0: None}
+    child_ids = {}
+    members = collections.defaultdict(list)
+
+    def out_frame(i):
+        # Consumers of an Exit live in the parent of the Exit's frame.
+        f = frame_of[i]
+        if nodes[i].op in ("Exit", "RefExit") and f:
+            return parent[f]
+        return f
+
+    for i in order:
+        node = nodes[i]
+        preds = [s for s, _ in view.data_inputs[i] if s >= 0]
+        preds += [s for s in view.control_inputs[i] if s >= 0]
+        preds = [s for s in preds if nodes[s].op not in ("NextIteration", "RefNextIteration")]
+        f = out_frame(preds[0]) if preds else 0
+        if node.op in ("Enter", "RefEnter"):
+            key = (f, node.attr["frame_name"].s)
+            if key not in child_ids:
+                child_ids[key] = len(parent)
+                parent[child_ids[key]] = f
+            f = child_ids[key]
+        frame_of[i] = f
+        if f:
+            members[f].append(i)
+    # NextIteration nodes were visited in topological order too (their input is the loop body).
+    return frame_of, parent, dict(members)
+
+
+def cond_regions(view):
+    """Node sets between each v1 cond ``Switch`` and its ``Merge`` (nested conds are unioned).
+
+    A region is found from each ``Merge`` that is not a loop merge: walk backwards until
+    ``Switch`` nodes, then keep the nodes forward-reachable from those switches. Returns a list of
+    sorted index lists.
+    """
+    nodes = view.nodes
+    merges = [i for i, n in enumerate(nodes) if n.op in ("Merge", "RefMerge")]
+    if not merges:
+        return []
+    regions = []
+    for m in merges:
+        preds = view.predecessors(m)
+        if any(nodes[p].op in ("NextIteration", "RefNextIteration") for p in preds):
+            continue  # while-loop merge: the frame rule covers it
+        back = {m}
+        switches = []
+        queue = collections.deque(preds)
+        back.update(preds)
+        while queue:
+            i = queue.popleft()
+            if nodes[i].op in ("Switch", "RefSwitch"):
+                switches.append(i)
+                continue
+            if nodes[i].op in ("Enter", "RefEnter"):
+                continue  # do not walk out of a loop frame
+            for p in view.predecessors(i):
+                if p not in back:
+                    back.add(p)
+                    queue.append(p)
+        if not switches:
+            continue
+        region = set(switches)
+        queue = collections.deque(switches)
+        while queue:
+            i = queue.popleft()
+            for j in view.successors(i):
+                if j in back and j not in region:
+                    region.add(j)
+                    queue.append(j)
+        region.add(m)
+        regions.append(region)
+    # Union overlapping regions (nested conds share nodes) so each group is atomic.
+    owner = {}
+    groups = []
+    for region in regions:
+        hits = sorted({owner[i] for i in region if i in owner})
+        if not hits:
+            gid = len(groups)
+            groups.append(set(region))
+        else:
+            gid = hits[0]
+            for other in hits[1:]:
+                groups[gid] |= groups[other]
+                for i in groups[other]:
+                    owner[i] = gid
+                groups[other] = set()
+            groups[gid] |= region
+        for i in groups[gid]:
+            owner[i] = gid
+    return [sorted(g) for g in groups if g]
+
+
+def apply_group_rules(view, candidate, reasons, frames, regions, *, iterations_per_loop,
+                      enable_dp):
+    """Keep every v1 while frame and cond region wholly on one side, with infection, to a fixed
+    point. Consts inside a group do not make it host (they follow their consumers later).
+
+    Returns the list of nodes moved to the host.
+    """
+    nodes = view.nodes
+    frame_of, parent, members = frames
+    moved_all = []
+    while True:
+        moved = []
+        if members:
+            bad = set()
+            for f, idx in members.items():
+                if any(not candidate[i] and nodes[i].op not in CONST_OPS for i in idx):
+                    g = f
+                    while g:
+                        bad.add(g)
+                        g = parent[g]
+            if bad:
+                for f in sorted(bad):
+                    for i in members[f]:
+                        if candidate[i]:
+                            candidate[i] = False
+                            reasons[i] = "host_while_frame"
+                            moved.append(i)
+        for region in regions:
+            if any(not candidate[i] and nodes[i].op not in CONST_OPS for i in region):
+                for i in region:
+                    if candidate[i]:
+                        candidate[i] = False
+                        reasons[i] = "dead_tensor_edge"
+                        moved.append(i)
+        if not moved:
+            return moved_all
+        moved_all.extend(moved)
+        moved_all.extend(infect(view, candidate, reasons, moved,
+                                iterations_per_loop=iterations_per_loop, enable_dp=enable_dp))
+
+
+def add_relational_consts(view, candidate, reasons, skipped=()):
+    """``AddRelationalConst``: a host Const with an edge (data or control) into a candidate joins
+    the device; the others keep the reason ``const_without_device_consumer``."""
+    nodes = view.nodes
+    for i, node in enumerate(nodes):
+        if node.op not in CONST_OPS or candidate[i] or i in skipped:
+            continue
+        if reasons.get(i) not in (None, "const_not_supported_here", "unsupported_op",
+                                  "const_without_device_consumer"):
+            continue  # excluded for a reason of its own (scope, frame, ...)
+        if any(candidate[d] for d in view.successors(i)):
+            candidate[i] = True
+            reasons[i] = "const_follows_consumer"
+        else:
+            reasons[i] = "const_without_device_consumer"

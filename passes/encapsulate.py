@@ -1,0 +1,477 @@
+"""``encapsulate``: replace each cluster by one ``GeOp`` node calling a FunctionDef (spec §2.7–2.8).
+
+Input: a GraphDef whose cluster members carry ``_subgraphs`` (from ``cluster``). Output: for each
+cluster ``GeOp<N>_<k>``:
+
+* a FunctionDef of that name in the library. Its body is the cluster's nodes (``_subgraphs``
+  removed, every other attr kept, including user scope attrs such as ``_keep_dtype``). Each
+  distinct tensor entering the cluster becomes one input arg and each distinct tensor leaving it
+  one output, named after the original's ``<src>_<port>_arg`` / ``<src>_<port>_retval``
+  (normalised to the FunctionDef name rules) and numbered in the edge order of the graph (nodes in
+  GraphDef order, inputs in order). Tensors the run fetches are outputs too. Nodes that must run
+  for their effect (sinks of the cluster, run targets, sources of control edges that leave the
+  cluster) are control outputs, so the function runtime never prunes them.
+* a node named like the function, op ``GeOp``, at the position of the cluster's first node, with
+  ``function``, ``Tin``, ``Tout``, ``data_format``, every option as ``_<key>`` string attrs, the
+  graph options (``_dynamic_input``, ...) and ``_NpuOptimizer``, as the original stamps them; plus
+  ``_npu_adapter_inputs`` / ``_npu_adapter_outputs``: the original tensor names per input/output.
+* host consumers are rewired to ``GeOp:<k>``; control edges into the cluster are lifted onto the
+  GeOp and control edges out of it leave from the GeOp.
+
+Mix mode only (``CopyConstBetweenGeOp``): a Const that feeds a cluster it is not in is copied into
+that cluster as ``<name>_copied``, with a control edge from the original Const to the copy (which
+becomes a GeOp-to-GeOp or host-to-GeOp control edge), so constants never cross the boundary.
+
+Colocation constraints (``_class = loc:@x``) that name a node which no longer exists in the same
+graph are dropped. Names and order depend only on the input graph, so the output is
+byte-identical across runs.
+"""
+
+import re
+
+from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
+
+from npu_adapter.annotations import CLUSTER_ATTR, GEOP_OP, NPU_OPTIMIZER_ATTR
+from npu_adapter.errors import RewriteError
+from npu_adapter.graph.names import parse_input, unique_name
+from npu_adapter.graph.types import base_type, is_ref_type, output_port_names
+from npu_adapter.graph.view import GraphView
+from npu_adapter.graph_config import read_graph_config
+from npu_adapter.pass_base import PassBase, PassResult
+from npu_adapter.registry import register_pass
+
+from ._rules import CONST_OPS
+
+__all__ = ["EncapsulatePass", "INPUTS_ATTR", "OUTPUTS_ATTR", "function_arg_name"]
+
+_VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
+_DT_RESOURCE = 20  # types_pb2.DT_RESOURCE
+INPUTS_ATTR = "_npu_adapter_inputs"
+OUTPUTS_ATTR = "_npu_adapter_outputs"
+_ARG_NAME_RE = re.compile(r"[^a-z0-9_]")
+
+
+def function_arg_name(text, taken):
+    """A FunctionDef arg name (``[a-z][a-z0-9_]*``) derived from ``text``, unique in ``taken``."""
+    name = _ARG_NAME_RE.sub("_", text.lower())
+    if not name or not name[0].isalpha():
+        name = "a_" + name
+    return unique_name(name, taken)
+
+
+def _tensor(name, port):
+    return f"{name}:{port}"
+
+
+def _drop_stale_colocation(node, existing):
+    value = node.attr.get("_class")
+    if value is None:
+        return
+    keep = [s for s in value.list.s
+            if not s.startswith(b"loc:@") or s[5:].decode() in existing]
+    if len(keep) != len(value.list.s):
+        if keep:
+            del value.list.s[:]
+            value.list.s.extend(keep)
+        else:
+            del node.attr["_class"]
+
+
+class _Cluster:
+    def __init__(self, name):
+        self.name = name
+        self.members = []          # node indices in GraphDef order
+        self.inputs = []           # [(src index, port)] in arg order
+        self.input_index = {}      # (src, port) -> arg index
+        self.outputs = []          # [(src index, port)] in output order
+        self.output_index = {}
+        self.control_inputs = []   # outer node names (deduplicated, ordered)
+        self.const_copies = {}     # const index -> copy name inside the function
+        self.control_outputs = []  # member indices
+        self.var_copies = []       # variables duplicated into this cluster (device-owned state)
+
+
+@register_pass
+class EncapsulatePass(PassBase):
+    """Turn every ``_subgraphs`` cluster into a ``GeOp`` node and a FunctionDef."""
+
+    name = "encapsulate"
+
+    def run(self, graph_def, ctx):
+        view = GraphView(graph_def)
+        nodes = view.nodes
+        cluster_of = {}
+        clusters = {}
+        for i, node in enumerate(nodes):
+            value = node.attr.get(CLUSTER_ATTR)
+            if value is None:
+                continue
+            name = value.s.decode()
+            cluster_of[i] = name
+            clusters.setdefault(name, _Cluster(name)).members.append(i)
+        if not clusters:
+            return PassResult(graph_def, False, {"clusters": 0})
+        existing_functions = set(view.functions)
+        for name in clusters:
+            if name in existing_functions or (name in view.index and view.index[name] not in
+                                              cluster_of):
+                raise RewriteError(
+                    f"cannot create cluster {name!r}: the graph already has a function or node "
+                    "of that name (rewrite with another graph_num)", code="Internal")
+        config = ctx.get_config()
+        graph_config = read_graph_config(view, config)
+        mix = bool(config.mix_compile_mode)
+        order = sorted(clusters, key=lambda c: clusters[c].members[0])
+
+        self._plan_const_copies(view, clusters, cluster_of, mix)
+        if not ctx.get_backend().keeps_state_on_host and config.variable_placement != "Host":
+            self._plan_var_copies(view, clusters, cluster_of)
+        self._plan_io(view, ctx, clusters, cluster_of)
+        self._plan_control_outputs(view, ctx, clusters, cluster_of)
+
+        option_attrs = dict(config.to_node_attrs())
+        option_attrs.update(graph_config.geop_attrs())
+        option_attrs[NPU_OPTIMIZER_ATTR] = "NpuOptimizer"
+
+        out = graph_pb2.GraphDef()
+        out.versions.CopyFrom(graph_def.versions)
+        out.library.CopyFrom(graph_def.library)
+        remaining_names = {nodes[i].name for i in range(len(nodes)) if i not in cluster_of}
+        remaining_names.update(clusters)
+        emitted = set()
+        for i, node in enumerate(nodes):
+            cname = cluster_of.get(i)
+            if cname is not None:
+                if cname not in emitted:
+                    emitted.add(cname)
+                    out.node.add().CopyFrom(
+                        self._geop_node(view, clusters, cname, cluster_of, graph_config,
+                                        option_attrs))
+                continue
+            copy = out.node.add()
+            copy.CopyFrom(node)
+            self._rewire_host_node(view, i, copy, clusters, cluster_of)
+            _drop_stale_colocation(copy, remaining_names)
+        for cname in order:
+            out.library.function.add().CopyFrom(
+                self._function_def(view, clusters[cname], cluster_of))
+        return PassResult(out, True, {
+            "clusters": len(clusters),
+            "inputs": {c: len(clusters[c].inputs) for c in order},
+            "outputs": {c: len(clusters[c].outputs) for c in order},
+        })
+
+    # ------------------------------------------------------------------ planning
+    @staticmethod
+    def _plan_const_copies(view, clusters, cluster_of, mix):
+        if not mix:
+            return
+        nodes = view.nodes
+        for i, node in enumerate(nodes):
+            if node.op not in CONST_OPS:
+                continue
+            home = cluster_of.get(i)
+            for d, _, port in view.data_outputs[i]:
+                target = cluster_of.get(d)
+                if target is None or target == home or port != 0:
+                    continue
+                copies = clusters[target].const_copies
+                if i not in copies:
+                    copies[i] = None  # name assigned when the body is built
+
+    @staticmethod
+    def _plan_var_copies(view, clusters, cluster_of):
+        """``CopyVarsBetweenGeOp`` (devices that own variables): a variable read through a ref or
+        resource edge by another cluster is duplicated, same name, into that cluster; a ref or
+        resource consumer outside every cluster is an error (spec §2.7)."""
+        nodes = view.nodes
+        for i, node in enumerate(nodes):
+            if node.op not in _VARIABLE_OPS:
+                continue
+            home = cluster_of.get(i)
+            for d, slot, _ in view.data_outputs[i]:
+                # The consumer's declared input type decides (an Identity reading a ref variable
+                # takes a plain value), as in the original.
+                t = view.edge_type(d, slot)
+                if t is None or not (is_ref_type(t) or base_type(t) == _DT_RESOURCE):
+                    continue
+                target = cluster_of.get(d)
+                if target is None:
+                    raise RewriteError(
+                        f"Ref Tensors (e.g., Variables) output: {nodes[d].name} is not in white "
+                        f"list (it reads variable {node.name!r} on the host while the device "
+                        "owns the variables; set variable_placement=Host or move it into the "
+                        "graph's device part)", code="InvalidArgument", node=nodes[d].name)
+                if target != home and i not in clusters[target].var_copies:
+                    clusters[target].var_copies.append(i)
+
+    @staticmethod
+    def _plan_io(view, ctx, clusters, cluster_of):
+        nodes = view.nodes
+        # Inputs: edges entering a cluster, in edge order (consumers in GraphDef order).
+        for dst in range(len(nodes)):
+            cname = cluster_of.get(dst)
+            if cname is None:
+                continue
+            cluster = clusters[cname]
+            for slot, (src, port) in enumerate(view.data_inputs[dst]):
+                if cluster_of.get(src) == cname or src in cluster.const_copies or \
+                        src in cluster.var_copies:
+                    continue
+                t = view.edge_type(dst, slot)
+                if t is not None and is_ref_type(t):
+                    raise RewriteError(
+                        f"Ref Tensors (e.g., Variables) are not supported as args: "
+                        f"{nodes[dst].name!r} input {slot} reads {nodes[src].name!r}",
+                        code="InvalidArgument", node=nodes[dst].name)
+                key = (src, port)
+                if key not in cluster.input_index:
+                    cluster.input_index[key] = len(cluster.inputs)
+                    cluster.inputs.append(key)
+            for src in view.control_inputs[dst]:
+                owner = cluster_of.get(src)
+                if owner == cname:
+                    continue
+                outer = owner if owner is not None else nodes[src].name
+                if outer not in cluster.control_inputs:
+                    cluster.control_inputs.append(outer)
+        # Control edges from the original Const to its copies (CopyConstBetweenGeOp).
+        for cname, cluster in clusters.items():
+            for const in cluster.const_copies:
+                owner = cluster_of.get(const)
+                outer = owner if owner is not None else nodes[const].name
+                if outer != cname and outer not in cluster.control_inputs:
+                    cluster.control_inputs.append(outer)
+        # Outputs: edges leaving a cluster, in edge order; then fetched tensors.
+        for dst in range(len(nodes)):
+            dname = cluster_of.get(dst)
+            for slot, (src, port) in enumerate(view.data_inputs[dst]):
+                sname = cluster_of.get(src)
+                if sname is None or sname == dname:
+                    continue
+                if dname is not None and (src in clusters[dname].const_copies
+                                          or src in clusters[dname].var_copies):
+                    continue
+                t = view.edge_type(dst, slot)
+                if t is not None and is_ref_type(t):
+                    raise RewriteError(
+                        f"Ref Tensors (e.g., Variables) are not supported as results: "
+                        f"{nodes[dst].name!r} input {slot} needs a ref from {nodes[src].name!r}",
+                        code="InvalidArgument", node=nodes[dst].name)
+                _add_output(clusters[sname], src, port)
+        for src, port in _fetched(view, ctx):
+            sname = cluster_of.get(src)
+            if sname is not None:
+                _add_output(clusters[sname], src, port)
+
+    @staticmethod
+    def _plan_control_outputs(view, ctx, clusters, cluster_of):
+        targets = set()
+        for t in ctx.targets or ():
+            name = t[1:] if t.startswith("^") else t
+            if name in view.index:
+                targets.add(view.index[name])
+        for cname, cluster in clusters.items():
+            for i in cluster.members:
+                leaves = any(cluster_of.get(d) != cname for d in view.control_outputs[i])
+                is_sink = not view.data_outputs[i] and not any(
+                    cluster_of.get(d) == cname for d in view.control_outputs[i])
+                if leaves or is_sink or i in targets:
+                    cluster.control_outputs.append(i)
+
+    # ------------------------------------------------------------------ building
+    def _geop_node(self, view, clusters, cname, cluster_of, graph_config, option_attrs):
+        nodes = view.nodes
+        cluster = clusters[cname]
+        node = node_def_pb2.NodeDef()
+        node.name = cluster.name
+        node.op = GEOP_OP
+        for src, port in cluster.inputs:
+            owner = cluster_of.get(src)
+            if owner is not None:
+                producer = _cluster_ref(clusters, owner, src, port)
+                node.input.append(producer)
+            else:
+                node.input.append(nodes[src].name if port == 0 else f"{nodes[src].name}:{port}")
+        for outer in cluster.control_inputs:
+            node.input.append("^" + outer)
+        node.attr["function"].func.name = cluster.name
+        node.attr["Tin"].list.type.extend(self._input_types(view, cluster))
+        node.attr["Tout"].list.type.extend(self._output_types(view, cluster))
+        node.attr["data_format"].s = graph_config.data_format.encode()
+        for key in sorted(option_attrs):
+            if key not in node.attr:  # first writer wins, as in the original
+                node.attr[key].s = str(option_attrs[key]).encode()
+        node.attr[INPUTS_ATTR].list.s.extend(
+            _tensor(nodes[s].name, p).encode() for s, p in cluster.inputs)
+        node.attr[OUTPUTS_ATTR].list.s.extend(
+            _tensor(nodes[s].name, p).encode() for s, p in cluster.outputs)
+        return node
+
+
+    def _input_types(self, view, cluster):
+        types = []
+        for src, port in cluster.inputs:
+            out_types = view.output_types(src)
+            if out_types is None or port >= len(out_types):
+                raise RewriteError(
+                    f"cannot tell the dtype of {view.nodes[src].name}:{port}, which enters "
+                    f"cluster {cluster.name}", code="Internal", node=view.nodes[src].name)
+            types.append(base_type(out_types[port]))
+        return types
+
+    def _output_types(self, view, cluster):
+        types = []
+        for src, port in cluster.outputs:
+            out_types = view.output_types(src)
+            if out_types is None or port >= len(out_types):
+                raise RewriteError(
+                    f"cannot tell the dtype of {view.nodes[src].name}:{port}, which leaves "
+                    f"cluster {cluster.name}", code="Internal", node=view.nodes[src].name)
+            types.append(base_type(out_types[port]))
+        return types
+
+    def _rewire_host_node(self, view, i, copy, clusters, cluster_of):
+        nodes = view.nodes
+        inputs = []
+        controls = []
+        changed = False
+        for text in nodes[i].input:
+            name, port, is_control = parse_input(text)
+            src = view.index.get(name, -1)
+            owner = cluster_of.get(src)
+            if owner is None:
+                (controls if is_control else inputs).append(text)
+                continue
+            changed = True
+            if is_control:
+                ref = "^" + owner
+                if ref not in controls:
+                    controls.append(ref)
+            else:
+                inputs.append(_cluster_ref(clusters, owner, src, port))
+        if changed:
+            del copy.input[:]
+            copy.input.extend(inputs + controls)
+
+    def _function_def(self, view, cluster, cluster_of):
+        nodes = view.nodes
+        fdef = function_pb2.FunctionDef()
+        fdef.signature.name = cluster.name
+        fdef.signature.is_stateful = True
+        arg_names = set()
+        in_types = self._input_types(view, cluster)
+        arg_of = {}
+        for k, (src, port) in enumerate(cluster.inputs):
+            arg = fdef.signature.input_arg.add()
+            arg.name = function_arg_name(f"{nodes[src].name}_{port}_arg", arg_names)
+            arg.type = in_types[k]
+            arg_of[(src, port)] = arg.name
+        member_set = set(cluster.members) | set(cluster.var_copies)
+        body_names = {nodes[i].name for i in member_set}
+        copy_name = {}
+        for const in sorted(cluster.const_copies):
+            copy_name[const] = unique_name(nodes[const].name + "_copied", body_names)
+
+        port_names = {}
+
+        def body_ref(src, port):
+            names = port_names.get(src)
+            if names is None:
+                names = output_port_names(nodes[src], view.functions)
+                if names is None:
+                    raise RewriteError(
+                        f"cannot map outputs of {nodes[src].op} node {nodes[src].name!r} inside "
+                        f"cluster {cluster.name} (op not registered)", code="Internal",
+                        node=nodes[src].name)
+                port_names[src] = names
+            return f"{nodes[src].name}:{names[port]}"
+
+        for const, cname in copy_name.items():
+            body = fdef.node_def.add()
+            body.CopyFrom(nodes[const])
+            body.name = cname
+            del body.input[:]
+            if CLUSTER_ATTR in body.attr:
+                del body.attr[CLUSTER_ATTR]
+            if "_class" in body.attr:
+                del body.attr["_class"]
+        for i in sorted(cluster.var_copies) + cluster.members:
+            body = fdef.node_def.add()
+            body.CopyFrom(nodes[i])
+            if CLUSTER_ATTR in body.attr:
+                del body.attr[CLUSTER_ATTR]
+            del body.input[:]
+            controls = []
+            for text in nodes[i].input:
+                name, port, is_control = parse_input(text)
+                src = view.index.get(name, -1)
+                if is_control:
+                    if src in member_set:
+                        controls.append("^" + name)
+                    elif src in copy_name:
+                        controls.append("^" + copy_name[src])
+                    continue
+                if src in member_set:
+                    body.input.append(body_ref(src, port))
+                elif src in copy_name:
+                    body.input.append(f"{copy_name[src]}:output:0")
+                else:
+                    body.input.append(arg_of[(src, port)])
+            body.input.extend(controls)
+            _drop_stale_colocation(body, body_names)
+        ret_names = set()
+        out_types = self._output_types(view, cluster)
+        for k, (src, port) in enumerate(cluster.outputs):
+            arg = fdef.signature.output_arg.add()
+            arg.name = function_arg_name(f"{nodes[src].name}_{port}_retval", ret_names)
+            arg.type = out_types[k]
+            ref = body_ref(src, port)
+            src_types = view.output_types(src) or ()
+            if port < len(src_types) and is_ref_type(src_types[port]):
+                # A function cannot return a ref: read it through an Identity, as the original's
+                # "<src>_dummyIdentity".
+                dummy = fdef.node_def.add()
+                dummy.name = unique_name(f"{nodes[src].name}_dummyIdentity", body_names)
+                dummy.op = "Identity"
+                dummy.input.append(ref)
+                dummy.attr["T"].type = out_types[k]
+                ref = f"{dummy.name}:output:0"
+            fdef.ret[arg.name] = ref
+        control_names = set()
+        for i in cluster.control_outputs:
+            cname = function_arg_name(nodes[i].name + "_control", control_names)
+            fdef.signature.control_output.append(cname)
+            fdef.control_ret[cname] = nodes[i].name
+        return fdef
+
+
+def _cluster_ref(clusters, cname, src, port):
+    """Outer tensor name of a member tensor: ``GeOp<N>_<k>:<output index>``."""
+    k = clusters[cname].output_index[(src, port)]
+    return cname if k == 0 else f"{cname}:{k}"
+
+
+def _add_output(cluster, src, port):
+    key = (src, port)
+    if key not in cluster.output_index:
+        cluster.output_index[key] = len(cluster.outputs)
+        cluster.outputs.append(key)
+
+
+def _fetched(view, ctx):
+    """(node index, port) of every fetched tensor; without fetches, every output of every sink
+    (a node nothing consumes), so a graph rewritten without a run signature keeps its results."""
+    found = []
+    if ctx.fetches:
+        for f in ctx.fetches:
+            name, port, _ = parse_input(f)
+            if name in view.index:
+                found.append((view.index[name], port))
+        return found
+    for i in range(len(view.nodes)):
+        if view.data_outputs[i] or view.control_outputs[i]:
+            continue
+        out_types = view.output_types(i) or ()
+        found.extend((i, p) for p in range(len(out_types)))
+    return found

@@ -1,0 +1,28 @@
+"""``lower``: hand the encapsulated clusters to the backend (``Backend.lower``).
+
+Input: a GraphDef with ``GeOp`` nodes (from ``encapsulate``, possibly with gears). Output: what the
+backend makes of them; for the CPU reference, every ``GeOp`` becomes a ``StatefulPartitionedCall``
+of the same name calling the same function, so the graph is plain TensorFlow.
+"""
+
+from npu_adapter.annotations import GEOP_OP
+from npu_adapter.pass_base import PassBase, PassResult
+from npu_adapter.registry import register_pass
+from npu_adapter.result import clusters_from_graph
+
+__all__ = ["LowerPass"]
+
+
+@register_pass
+class LowerPass(PassBase):
+    """Let the backend make the cluster nodes executable."""
+
+    name = "lower"
+
+    def run(self, graph_def, ctx):
+        if not any(node.op == GEOP_OP for node in graph_def.node):
+            return PassResult(graph_def, False, {"clusters": 0})
+        backend = ctx.get_backend()
+        clusters = clusters_from_graph(graph_def)
+        out = backend.lower(graph_def, clusters, ctx)
+        return PassResult(out, True, {"backend": backend.name, "clusters": len(clusters)})

@@ -1,0 +1,163 @@
+"""``mark_candidates``: decide, for every node, whether it may go to the device (spec §2.4).
+
+Input: any GraphDef. Output: the same graph with every node annotated
+``_npu_adapter_placement = "npu:<reason>"`` (a candidate for a cluster) or ``"host:<reason>"``.
+Nothing else changes. Skipped (output = input) when the graph is gated (no ``NpuOptimizer``,
+``use_off_line`` false, ``_NoNeedOptimize``, job ps/default, already rewritten).
+
+Rules, in the original's order:
+
+1. ``OutfeedDequeueOp`` anywhere → nothing is a candidate (host-call graph). ``MakeIterator`` with
+   an ``Iterator``/``IteratorV2`` → nothing (iterator initialisation graph).
+2. Per node: the support predicate (:class:`passes._rules.SupportOracle`: op list, gray ops in mix
+   mode, ``_without_npu_compile``, library functions, the backend's exclusions); a Const becomes a
+   candidate only through a control input from a supported node or, at the end, by feeding a
+   candidate; mix mode refuses resource inputs not produced by a ``VarHandleOp``;
+   ``variable_placement="Host"`` keeps variables on the host; with ``enable_data_pre_proc`` an
+   ``Iterator``→``IteratorGetNext`` pair is a candidate (when the backend owns state).
+3. Infection (:func:`passes._rules.infect`): ref, resource and variant edges never cross the
+   boundary; string edges only when ``iterations_per_loop == 1``.
+4. v1 while frames and cond regions stay wholly on one side (:func:`apply_group_rules`).
+5. ``AddRelationalConst``: Consts follow their device consumers.
+"""
+
+from tensorflow.core.framework import types_pb2
+
+from npu_adapter.graph.types import base_type
+from npu_adapter.graph.view import GraphView
+from npu_adapter.graph_config import read_graph_config
+from npu_adapter.pass_base import PassBase, PassResult
+from npu_adapter.registry import register_pass
+
+from . import _rules
+from ._common import write_placements
+
+__all__ = ["MarkCandidatesPass"]
+
+_ITERATOR_OPS = ("Iterator", "IteratorV2")
+_VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
+
+
+def _graph_level_reason(view):
+    ops = {n.op for n in view.nodes}
+    if "OutfeedDequeueOp" in ops:
+        return "outfeed_graph"
+    if any("MakeIterator" in op for op in ops) and ops.intersection(_ITERATOR_OPS):
+        return "dataset_init_graph"
+    return None
+
+
+def _unsupported_resource(view, i):
+    """Mix-mode rule: the first resource input must come from a VarHandleOp, and only a
+    VarHandleOp may output a resource."""
+    nodes = view.nodes
+    in_types = view.input_types(i) or ()
+    for slot, t in enumerate(in_types):
+        if base_type(t) == types_pb2.DT_RESOURCE:
+            if slot >= len(view.data_inputs[i]):
+                break
+            src = view.data_inputs[i][slot][0]
+            if src < 0 or nodes[src].op != "VarHandleOp":
+                return True
+            break
+    out_types = view.output_types(i) or ()
+    return nodes[i].op != "VarHandleOp" and types_pb2.DT_RESOURCE in out_types
+
+
+def _dp_candidate(view, i):
+    """enable_dp special case: an Iterator(V2) → IteratorGetNext pair, and AdpGetNext."""
+    node = view.nodes[i]
+    if node.op == "AdpGetNext":
+        return True
+    if node.op == "IteratorGetNext":
+        src = view.data_inputs[i][0][0] if view.data_inputs[i] else -1
+        return src >= 0 and view.nodes[src].op in _ITERATOR_OPS
+    if node.op in _ITERATOR_OPS:
+        return any(view.nodes[d].op == "IteratorGetNext" for d, _, _ in view.data_outputs[i])
+    return None
+
+
+def compute_candidates(view, ctx):
+    """Candidate flags and reasons for every node of ``view`` (the default path, spec §2.4).
+
+    Returns ``(candidate, reasons, skipped)``; ``skipped`` holds nodes that reference
+    unsupported functions (they neither become candidates nor infect their neighbours).
+    """
+    config = ctx.get_config()
+    backend = ctx.get_backend()
+    n = len(view.nodes)
+    candidate = [False] * n
+    reasons = {}
+    skipped = set()
+    graph_reason = _graph_level_reason(view)
+    if graph_reason is not None:
+        return candidate, dict.fromkeys(range(n), graph_reason), skipped
+
+    mix = bool(config.mix_compile_mode)
+    iterations_per_loop = int(config.iterations_per_loop)
+    enable_dp = bool(config.enable_data_pre_proc)
+    variables_on_host = config.variable_placement == "Host"
+    oracle = _rules.SupportOracle(view, ctx.get_op_support(), backend, mix_compile_mode=mix)
+    nodes = view.nodes
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op in _rules.CONST_OPS:
+            ok, reason = oracle.node_support(i, support_const=True)
+            if ok and any(src >= 0 and oracle.node_support(src)[0]
+                          for src in view.control_inputs[i]):
+                candidate[i] = True
+                reasons[i] = "const_follows_consumer"
+            else:
+                reasons[i] = reason if not ok else "const_not_supported_here"
+            continue
+        if enable_dp and not backend.keeps_state_on_host:
+            dp = _dp_candidate(view, i)
+            if dp is not None:
+                candidate[i] = dp
+                reasons[i] = "supported" if dp else "unsupported_op"
+                if not dp:
+                    skipped.add(i)  # neither candidate nor host member (spec §2.4)
+                continue
+        ok, reason = oracle.node_support(i)
+        if reason == "function_not_supported":
+            skipped.add(i)
+            reasons[i] = reason
+            continue
+        if ok and variables_on_host and op in _VARIABLE_OPS:
+            ok, reason = False, "variable_placement_host"
+        if ok and mix and _unsupported_resource(view, i):
+            ok, reason = False, "unsupported_resource"
+        candidate[i] = ok
+        if not ok:
+            reasons[i] = reason
+
+    seeds = [i for i in range(n) if not candidate[i] and i not in skipped]
+    _rules.infect(view, candidate, reasons, seeds,
+                  iterations_per_loop=iterations_per_loop, enable_dp=enable_dp)
+    _rules.apply_group_rules(view, candidate, reasons, _rules.while_frames(view),
+                             _rules.cond_regions(view), iterations_per_loop=iterations_per_loop,
+                             enable_dp=enable_dp)
+    _rules.add_relational_consts(view, candidate, reasons, skipped)
+    for i in range(n):
+        if candidate[i] and i not in reasons:
+            reasons[i] = "supported"
+    return candidate, reasons, skipped
+
+
+@register_pass
+class MarkCandidatesPass(PassBase):
+    """Annotate every node with its device/host placement and the reason for it."""
+
+    name = "mark_candidates"
+
+    def run(self, graph_def, ctx):
+        view = GraphView(graph_def)
+        graph_config = read_graph_config(view, ctx.get_config())
+        if graph_config.skipped:
+            return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})
+        candidate, reasons, _ = compute_candidates(view, ctx)
+        out, modified = write_placements(graph_def, candidate, reasons)
+        return PassResult(out, modified, {
+            "candidates": sum(candidate),
+            "host": len(candidate) - sum(candidate),
+        })

@@ -1,0 +1,103 @@
+"""Named graph factories for partition tests (ASCII art shows each graph).
+
+Graphs built with GraphBuilder follow the original adapter's test pbtxts; the ``*_tf`` variants
+are built with TensorFlow so they can run.
+"""
+
+import contextlib
+
+import numpy as np
+import tensorflow as tf
+
+from npu_adapter.testing import GraphBuilder
+
+tf1 = tf.compat.v1
+
+
+def build_geop_graph(retval_op="_Retval"):
+    """Spec §8.1 #1 (om_test_build_geop)::
+
+        Const_1 ──────────────┐
+        Variable ─► Variable/read ─► Add ─► ret
+    """
+    b = GraphBuilder()
+    b.const("Const_1", np.ones([2], np.float32))
+    b.op("VariableV2", "Variable", dtype=tf.float32, shape=[2], container="", shared_name="")
+    b.op("Identity", "Variable/read", ["Variable"], T=tf.float32)
+    b.binary("Add", "Add", "Const_1", "Variable/read")
+    if retval_op == "_Retval":
+        b.op("_Retval", "ret", ["Add"], T=tf.float32, index=0)
+    else:
+        b.op(retval_op, "ret", ["Add"], T=tf.float32)
+    return b.graph_def()
+
+
+def mix_compile_graph(without_scope=True):
+    """Spec §8.1 #2 (om_test_mix_compile)::
+
+        shape, min, max (Const) ─► RandomUniformInt ─► Unique[_without_npu_compile] ─► ArgMax
+                                                                  ArgMax/dimension ─┘
+    """
+    b = GraphBuilder()
+    b.const("RandomUniformInt/shape", np.array([10], np.int32))
+    b.const("RandomUniformInt/min", np.array(0, np.int32))
+    b.const("RandomUniformInt/max", np.array(5, np.int32))
+    b.op("RandomUniformInt", "RandomUniformInt",
+         ["RandomUniformInt/shape", "RandomUniformInt/min", "RandomUniformInt/max"],
+         T=tf.int32, Tout=tf.int32, seed=3, seed2=4)
+    b.op("Unique", "Unique", ["RandomUniformInt"], T=tf.int32, out_idx=tf.int32)
+    if without_scope:
+        b.set_attr("Unique", "_without_npu_compile", True)
+    b.const("ArgMax/dimension", np.array(0, np.int32))
+    b.op("ArgMax", "ArgMax", ["Unique", "ArgMax/dimension"], T=tf.int32, Tidx=tf.int32,
+         output_type=tf.int64)
+    return b.graph_def()
+
+
+def chain_with_branch():
+    """Spec §8.1 #10::
+
+        A ─► B ─► C ─► D
+             └──► E
+    """
+    b = GraphBuilder()
+    b.placeholder("in", shape=[3])
+    b.unary("Abs", "A", "in")
+    b.unary("Floor", "B", "A")
+    b.unary("Abs", "C", "B")
+    b.unary("Floor", "D", "C")
+    b.unary("Abs", "E", "B")
+    return b.graph_def()
+
+
+@contextlib.contextmanager
+def control_flow_v1():
+    """Build TF1 (Enter/Exit/Switch/Merge) control flow inside the block."""
+    from tensorflow.python.ops import control_flow_util
+
+    old = control_flow_util.ENABLE_CONTROL_FLOW_V2
+    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
+    try:
+        yield
+    finally:
+        control_flow_util.ENABLE_CONTROL_FLOW_V2 = old
+
+
+def while_loop_v1_graph():
+    """Spec §8.1 #14: ``i = 0; while i < 10: i = i + 1`` as a v1 loop, then ``out = Identity``."""
+    g = tf.Graph()
+    with g.as_default(), control_flow_v1():
+        start = tf.constant(0, name="start")
+        loop = tf1.while_loop(lambda i: tf.less(i, 10), lambda i: tf.add(i, 1), [start],
+                              name="while")
+        tf.identity(loop, name="out")
+    return g.as_graph_def()
+
+
+@contextlib.contextmanager
+def without_npu_compile(graph):
+    """What npu_scope.without_npu_compile_scope does: ``_without_npu_compile=True`` on new ops."""
+    from tensorflow.core.framework import attr_value_pb2
+
+    with graph._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        yield
