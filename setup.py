@@ -1,10 +1,13 @@
 """Install npu-adapter: the library, its passes, the npu_bridge drop-in and the CLI."""
 
+import pathlib
+
 from setuptools import setup
 
 PACKAGES = [
     "npu_adapter",
     "npu_adapter.config",
+    "npu_adapter.dump",
     "npu_adapter.backends",
     "npu_adapter.graph",
     "npu_adapter.passes",
@@ -20,7 +23,7 @@ setup(
         "Pure-Python reimplementation of the TF Adapter (npu_bridge) front end for "
         "TF1-style scripts on TensorFlow 2.x"
     ),
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=pathlib.Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
     packages=PACKAGES,
@@ -33,6 +36,9 @@ setup(
     package_data={"npu_adapter.third_party": ["*.json", "*.md", "*.txt", "LICENSE*"]},
     install_requires=[
         "tensorflow>=2.15,<2.22",
+        # Keras 2 for tf.compat.v1.layers / rnn cells / keras.applications in v1 graphs; each
+        # release pins its own TF minor, so pip picks the pair matching the installed TF.
+        "tf_keras>=2.15,<2.22",
         "numpy",
         "protobuf",
         "absl-py",

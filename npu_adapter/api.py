@@ -16,7 +16,6 @@ from npu_adapter.graph.verify import verify_graph
 from npu_adapter.graph.view import GraphView
 from npu_adapter.instruments import (
     CaptureInstrument,
-    DumpInstrument,
     InputUnchangedInstrument,
     TimingInstrument,
     VerifyInstrument,
@@ -164,8 +163,9 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument()]
     capture = CaptureInstrument(["finalize"], stage="before")
     all_instruments = [timing, capture, *checks, *instruments]
-    if dump_dir:
-        all_instruments.append(DumpInstrument(dump_dir, run_name=f"graph_{graph_num}"))
+    from npu_adapter.dump import rewrite_dump_instruments
+
+    all_instruments.extend(rewrite_dump_instruments(dump_dir, graph_num))
     manager = passes_pkg.PassManager.from_pipeline(pipeline or passes_pkg.DEFAULT_PIPELINE,
                                                    all_instruments)
     outcome = manager.run(work, ctx)

@@ -1,47 +1,283 @@
-"""``NpuSession``: a ``tf.compat.v1.Session`` that rewrites each run signature (work in progress).
+"""``NpuSession``: a ``tf.compat.v1.Session`` that partitions each run signature for a backend.
 
-``install()`` makes ``tf.compat.v1.Session`` (and ``tf.Session`` where that name exists) and
-``InteractiveSession`` create NPU sessions, as importing the original ``npu_bridge`` patches
-``tf.Session``; ``uninstall()`` restores TensorFlow's classes.
+What the original does with GraphOptimizationPasses inside TensorFlow's runtime, we do in Python
+around ``Session.run``:
+
+1. The session's ``ConfigProto`` is parsed into an :class:`~npu_adapter.config.NpuConfig` when
+   the session is created (bad options raise ``NpuConfigError`` before any session exists).
+   Without an ``NpuOptimizer`` entry, or with ``use_off_line`` false, the session is exactly
+   TensorFlow's: no rewrite, no extra nodes.
+2. Per run signature (fetched tensors, target ops, fed tensors) the client graph is rewritten once
+   (:func:`npu_adapter.rewrite`), and the changed part is imported into the session's own graph
+   under ``npu_rewrite_<N>/`` (:mod:`npu_adapter.graph.splice`): unchanged nodes — variables,
+   queues, iterators, tables, placeholders — are the user's own, so state is shared between
+   rewritten and plain runs and feeds land on the user's tensors (TensorFlow's own feed errors
+   name them). The result is cached; concurrent ``run`` calls of one signature rewrite it once.
+3. ``run`` maps the fetches to the rewritten graph and rebuilds the user's fetch structure.
+
+The graph may keep growing after the first run (new signatures are rewritten when first used).
+A finalized graph (``MonitoredSession``) is briefly unfinalized to import a rewrite and finalized
+again. ``partial_run`` is not rewritten.
 """
 
+import itertools
 import threading
+import weakref
 
 import tensorflow as tf
+
+from npu_adapter.errors import RewriteError
 
 __all__ = ["NpuSession", "NpuInteractiveSession", "install", "uninstall", "is_installed"]
 
 _tf1 = tf.compat.v1
 _ORIGINAL = {"Session": _tf1.Session, "InteractiveSession": _tf1.InteractiveSession}
-_LOCK = threading.Lock()
+_INSTALL_LOCK = threading.Lock()
 _INSTALLED = [False]
+# One counter per tf.Graph: the N of GeOp<N>_<k> and of npu_rewrite_<N>/ must be unique in a
+# graph even when several sessions share it.
+_GRAPH_COUNTERS = weakref.WeakKeyDictionary()
+_GRAPH_LOCKS = weakref.WeakKeyDictionary()
+_COUNTER_LOCK = threading.Lock()
+
+_TF_ERRORS = {
+    "InvalidArgument": tf.errors.InvalidArgumentError,
+    "Internal": tf.errors.InternalError,
+    "Unimplemented": tf.errors.UnimplementedError,
+}
 
 
-class NpuSession(_ORIGINAL["Session"]):
-    """Session that partitions its graph for the configured backend (placeholder for now)."""
+def _graph_state(graph):
+    with _COUNTER_LOCK:
+        if graph not in _GRAPH_COUNTERS:
+            _GRAPH_COUNTERS[graph] = itertools.count(1)
+            _GRAPH_LOCKS[graph] = threading.RLock()
+        return _GRAPH_COUNTERS[graph], _GRAPH_LOCKS[graph]
 
 
-class NpuInteractiveSession(_ORIGINAL["InteractiveSession"]):
-    """InteractiveSession counterpart of :class:`NpuSession` (placeholder for now)."""
+class _Signature:
+    """The cached rewrite of one run signature."""
+
+    __slots__ = ("ready", "error", "tensor_map", "op_map", "result")
+
+    def __init__(self):
+        self.ready = threading.Event()
+        self.error = None
+        self.tensor_map = {}   # user tensor name -> tensor in the session graph
+        self.op_map = {}       # user op name -> op in the session graph
+        self.result = None     # RewriteResult (None when nothing was rewritten)
+
+
+def _fetch_mapper(graph, fetches):
+    from tensorflow.python.client import session as tf_session
+
+    with graph.as_default():
+        return tf_session._FetchMapper.for_fetch(fetches)  # TF's own fetch logic (private)
+
+
+def _fed_tensors(graph, feed_keys):
+    """Names of the tensors a feed_dict's keys feed (SparseTensor keys expand to their parts)."""
+    from tensorflow.python.client import session as tf_session
+
+    names = []
+    for key in feed_keys:
+        parts = [key]
+        for tensor_type, _, _, partial_feed_fn in tf_session._REGISTERED_EXPANSIONS:
+            if isinstance(key, tensor_type):
+                parts = partial_feed_fn(key)  # composite keys (SparseTensor) → their tensors
+                break
+        for part in parts:
+            try:
+                element = graph.as_graph_element(part, allow_tensor=True, allow_operation=False)
+            except (TypeError, ValueError, KeyError):
+                continue  # TensorFlow will report the bad key itself
+            names.append(element.name)
+    return sorted(set(names))
+
+
+class _NpuRunMixin:
+    """``run``/``make_callable`` that go through the per-signature rewrite."""
+
+    def _npu_init(self, config):
+        from npu_adapter.config import NpuConfig
+
+        self._npu_config = NpuConfig.from_config_proto(config)
+        self._npu_enabled = bool(self._npu_config.present and self._npu_config.use_off_line
+                                 and self._npu_config.job not in ("ps", "default"))
+        self._npu_signatures = {}
+        self._npu_lock = threading.Lock()
+        self._npu_rewrites = 0
+
+    @property
+    def npu_config(self):
+        """The session's :class:`~npu_adapter.config.NpuConfig`."""
+        return self._npu_config
+
+    @property
+    def npu_rewrite_count(self):
+        """How many run signatures this session has rewritten so far."""
+        return self._npu_rewrites
+
+    def npu_rewrite_result(self, fetches, feed_dict=None):
+        """The :class:`~npu_adapter.result.RewriteResult` used for this signature (or None)."""
+        mapper = _fetch_mapper(self.graph, fetches)
+        entry = self._npu_signature(mapper.unique_fetches(), list(feed_dict or ()))
+        return entry.result
+
+    # ------------------------------------------------------------------------ signatures
+    def _npu_signature(self, elements, feed_keys):
+        tensors = tuple(sorted({e.name for e in elements if isinstance(e, tf.Tensor)}))
+        ops = tuple(sorted({e.name for e in elements if isinstance(e, tf.Operation)}))
+        feeds = tuple(_fed_tensors(self.graph, feed_keys))
+        key = (tensors, ops, feeds)
+        with self._npu_lock:
+            entry = self._npu_signatures.get(key)
+            owner = entry is None
+            if owner:
+                entry = _Signature()
+                self._npu_signatures[key] = entry
+        if owner:
+            try:
+                self._npu_build(entry, tensors, ops, feeds)
+            except BaseException as exc:
+                entry.error = exc
+                with self._npu_lock:
+                    # Do not cache failures: a later run (e.g. after fixing a feed) may succeed.
+                    self._npu_signatures.pop(key, None)
+                raise
+            finally:
+                entry.ready.set()
+        else:
+            entry.ready.wait()
+            if entry.error is not None:
+                raise entry.error
+        return entry
+
+    def _npu_build(self, entry, tensors, ops, feeds):
+        from npu_adapter.api import rewrite
+        from npu_adapter.graph.splice import splice_into_graph
+
+        graph = self.graph
+        counter, graph_lock = _graph_state(graph)
+        with graph_lock:
+            graph_num = next(counter)
+            graph_def = graph.as_graph_def(add_shapes=False)
+            config = self._npu_config
+            try:
+                result = rewrite(graph_def, config, fetches=list(tensors), targets=list(ops),
+                                 feeds=list(feeds),
+                                 backend=config.npu_adapter_backend or "cpu",
+                                 dump_dir=config.npu_adapter_dump_dir or None,
+                                 graph_num=graph_num)
+            except RewriteError as exc:
+                error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
+                raise error_cls(None, None, str(exc)) from exc
+            entry.result = result
+            if not result.clusters and not result.modified:
+                self._npu_rewrites += 1
+                return
+            finalized = graph.finalized
+            if finalized:
+                graph._unsafe_unfinalize()  # MonitoredSession finalizes graphs
+            try:
+                scope = graph.unique_name(f"npu_rewrite_{graph_num}", mark_as_used=False)
+                rename = splice_into_graph(graph, result.graph_def, scope)
+            finally:
+                if finalized:
+                    graph.finalize()
+            for name in tensors:
+                target = result.tensor_map.get(name, name)
+                node, _, port = target.rpartition(":")
+                entry.tensor_map[name] = graph.get_tensor_by_name(f"{rename(node)}:{port}")
+            for name in ops:
+                entry.op_map[name] = graph.get_operation_by_name(
+                    rename(result.op_map.get(name, name)))
+            self._npu_rewrites += 1
+
+    def _npu_map(self, entry, elements):
+        mapped = []
+        for e in elements:
+            if isinstance(e, tf.Tensor):
+                mapped.append(entry.tensor_map.get(e.name, e))
+            elif isinstance(e, tf.Operation):
+                mapped.append(entry.op_map.get(e.name, e))
+            else:
+                mapped.append(e)
+        return mapped
+
+    # ------------------------------------------------------------------------ public API
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """Run ``fetches`` like ``tf.compat.v1.Session.run``, on the rewritten graph."""
+        if not self._npu_enabled:
+            return super().run(fetches, feed_dict, options, run_metadata)
+        mapper = _fetch_mapper(self.graph, fetches)
+        elements = mapper.unique_fetches()
+        entry = self._npu_signature(elements, list(feed_dict or ()))
+        if entry.result is None or not entry.tensor_map and not entry.op_map:
+            return super().run(fetches, feed_dict, options, run_metadata)
+        values = super().run(self._npu_map(entry, elements), feed_dict, options, run_metadata)
+        return mapper.build_results(values)
+
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        """``Session.make_callable`` on the rewritten graph (same calling convention)."""
+        if not self._npu_enabled:
+            return super().make_callable(fetches, feed_list, accept_options)
+        mapper = _fetch_mapper(self.graph, fetches)
+        elements = mapper.unique_fetches()
+        entry = self._npu_signature(elements, list(feed_list or ()))
+        inner = super().make_callable(self._npu_map(entry, elements), feed_list, accept_options)
+
+        def call(*args, **kwargs):
+            return mapper.build_results(inner(*args, **kwargs))
+
+        return call
+
+
+class NpuSession(_NpuRunMixin, _ORIGINAL["Session"]):
+    """``tf.compat.v1.Session`` that rewrites each run signature for the configured backend.
+
+    Args are TensorFlow's: ``target``, ``graph``, ``config`` (a ``ConfigProto``; its
+    ``NpuOptimizer`` custom optimizer carries the options).
+    """
+
+    def __init__(self, target="", graph=None, config=None):
+        self._npu_init(config)  # validate options before a session exists
+        super().__init__(target, graph, config)
+
+
+class NpuInteractiveSession(_NpuRunMixin, _ORIGINAL["InteractiveSession"]):
+    """``tf.compat.v1.InteractiveSession`` counterpart of :class:`NpuSession`."""
+
+    def __init__(self, target="", graph=None, config=None):
+        self._npu_init(config)
+        super().__init__(target, graph, config)
 
 
 def install():
-    """Make ``tf.compat.v1.Session``/``InteractiveSession`` (and ``tf.Session``) NPU sessions."""
-    with _LOCK:
+    """Make ``tf.compat.v1.Session``/``InteractiveSession`` (and ``tf.Session``) NPU sessions.
+
+    This is what importing ``npu_bridge`` does, as loading the original plugin patches
+    ``tf.Session``. Idempotent.
+    """
+    with _INSTALL_LOCK:
         _tf1.Session = NpuSession
         _tf1.InteractiveSession = NpuInteractiveSession
         if hasattr(tf, "Session"):
             tf.Session = NpuSession
+        if hasattr(tf, "InteractiveSession"):
+            tf.InteractiveSession = NpuInteractiveSession
         _INSTALLED[0] = True
 
 
 def uninstall():
     """Restore TensorFlow's own session classes."""
-    with _LOCK:
+    with _INSTALL_LOCK:
         _tf1.Session = _ORIGINAL["Session"]
         _tf1.InteractiveSession = _ORIGINAL["InteractiveSession"]
         if hasattr(tf, "Session"):
             tf.Session = _ORIGINAL["Session"]
+        if hasattr(tf, "InteractiveSession"):
+            tf.InteractiveSession = _ORIGINAL["InteractiveSession"]
         _INSTALLED[0] = False
 
 
