@@ -48,8 +48,8 @@ def as_npu_config(config):
         f"got {type(config).__name__}")
 
 
-def _check_input(graph_def):
-    violations = verify_graph(graph_def, check_ports=True)
+def _check_input(graph_def, view):
+    violations = verify_graph(graph_def, view=view, check_ports=True)
     cycles = [v for v in violations if v.kind == "cycle"]
     if cycles:
         # The original reports Unimplemented "Input graph has a cycle" at partition time.
@@ -138,8 +138,8 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         raise TypeError(f"graph_def must be a GraphDef, got {type(graph_def).__name__}")
     npu_config = as_npu_config(config)
     backend_obj = get_backend(backend) if isinstance(backend, str) else backend
-    _check_input(graph_def)
     view = GraphView(graph_def)
+    _check_input(graph_def, view)
     fetches = [normalize_tensor_name(f, "fetch") for f in (fetches or ())]
     targets = [t[1:] if t.startswith("^") else t for t in (targets or ())]
     feeds = list(feeds or ())
@@ -148,6 +148,7 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         client = extract_client_graph(graph_def, fetches, targets, feeds, view=view)
         work = client.graph_def
         feed_map = dict(client.feeds)
+        view = client.view
     else:
         if feeds:
             raise GraphError("feeds need fetches or targets (the run signature)")
@@ -155,13 +156,17 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
     ctx = PassContext(config=npu_config, backend=backend_obj, fetches=tuple(fetches),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),
                       op_support=op_support)
+    if view is not None:
+        ctx.register_view(work, view)
     timing = TimingInstrument()
     checks = []
     if os.environ.get("NPU_ADAPTER_CHECK_PASSES", "") not in ("", "0"):
         # Debug aid (always on in our tests): verify the graph after every pass and fail any
         # pass that mutates its input or misreports `modified`.
         checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument()]
-    capture = CaptureInstrument(["finalize"], stage="before")
+    # Placement is read from the graph entering `encapsulate`: every node still carries its
+    # annotation there (encapsulate drops them from the graph it writes).
+    capture = CaptureInstrument(["encapsulate"], stage="before")
     all_instruments = [timing, capture, *checks, *instruments]
     from npu_adapter.dump import rewrite_dump_instruments
 
@@ -170,7 +175,7 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
                                                    all_instruments)
     outcome = manager.run(work, ctx)
     final = outcome.graph_def
-    annotated = capture.graphs.get("finalize", final)
+    annotated = capture.graphs.get("encapsulate", final)
     skip_reason = None
     for _, result in outcome.results:
         if "skipped" in result.info:

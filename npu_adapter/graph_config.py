@@ -115,13 +115,23 @@ def _str_attr(node, key):
 
 
 def read_graph_config(view, config):
-    """Compute the :class:`GraphConfig` of the graph in ``view`` under ``config``.
+    """The :class:`GraphConfig` of the graph in ``view`` under ``config`` (cached in the view).
 
     Raises:
         RewriteError: conditions the original rejects at partition time: lazy_recompile with
             iterations_per_loop > 1 (InvalidArgument), a OneShotIterator with
             iterations_per_loop != 1, or more than one IteratorGetNext with the dynamic-dims trio.
     """
+    key = ("graph_config", id(config))
+    cached = view.cache.get(key)
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    result = _compute_graph_config(view, config)
+    view.cache[key] = (config, result)
+    return result
+
+
+def _compute_graph_config(view, config):
     skip = gate_reason(view, config)
     if skip is not None:
         return GraphConfig(skip_reason=skip)

@@ -56,6 +56,26 @@ class PassContext:
     feeds: tuple = ()
     graph_num: int = 1
     op_support: typing.Any = None
+    _views: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+
+    def graph_view(self, graph_def):
+        """A :class:`~npu_adapter.graph.GraphView` of ``graph_def``, reused across passes.
+
+        Passes that only change attributes register a rebound view of their output
+        (:meth:`register_view`), so the next pass does not index the graph again.
+        """
+        for known, view in self._views:
+            if known is graph_def:
+                return view
+        from npu_adapter.graph.view import GraphView
+
+        view = GraphView(graph_def)
+        self.register_view(graph_def, view)
+        return view
+
+    def register_view(self, graph_def, view):
+        """Remember ``view`` as the view of ``graph_def`` (keeps the two most recent)."""
+        self._views = [(graph_def, view)] + [e for e in self._views if e[0] is not graph_def][:1]
 
     def get_config(self):
         """The NpuConfig, building a default one (NpuOptimizer present) when none was given."""

@@ -4,7 +4,7 @@ from tensorflow.core.framework import graph_pb2
 
 from npu_adapter.annotations import DEVICE_HOST, DEVICE_NPU, PLACEMENT_ATTR
 
-__all__ = ["copy_graph", "write_placements", "read_placements"]
+__all__ = ["copy_graph", "write_placements", "read_placements", "remember_placements"]
 
 
 def copy_graph(graph_def):
@@ -17,8 +17,12 @@ def copy_graph(graph_def):
 def read_placements(view):
     """``(candidate list, reasons dict)`` from the placement annotations of the view's nodes.
 
-    Nodes without an annotation count as host with no reason.
+    Nodes without an annotation count as host with no reason. The lists returned are fresh
+    copies the caller may edit.
     """
+    cached = view.cache.get(("placements", id(view.graph_def)))
+    if cached is not None and cached[0] is view.graph_def:
+        return list(cached[1]), dict(cached[2])
     candidate = []
     reasons = {}
     for i, node in enumerate(view.nodes):
@@ -30,6 +34,13 @@ def read_placements(view):
         candidate.append(device == DEVICE_NPU)
         reasons[i] = reason
     return candidate, reasons
+
+
+def remember_placements(view, candidate, reasons):
+    """Record the placements just written into ``view.graph_def`` so the next pass need not
+    parse them back from the attributes."""
+    view.cache[("placements", id(view.graph_def))] = (view.graph_def, list(candidate),
+                                                      dict(reasons))
 
 
 def write_placements(graph_def, candidate, reasons):

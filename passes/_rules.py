@@ -19,6 +19,7 @@ nodes + edges (each node is pushed on a worklist at most once per rule round).
 """
 
 import collections
+import functools
 
 from tensorflow.core.framework import types_pb2
 
@@ -33,7 +34,6 @@ __all__ = [
     "cond_regions",
     "apply_group_rules",
     "add_relational_consts",
-    "is_state_owner_op",
     "CONST_OPS",
 ]
 
@@ -51,14 +51,18 @@ _ITERATOR_OPS = frozenset({"Iterator", "IteratorV2"})
 _GETNEXT_OPS = frozenset({"IteratorGetNext", "GetNext"})
 
 
-def is_state_owner_op(op_def):
-    """A stateful op that hands out a ref or resource: it owns state (variable, queue, ...)."""
-    if op_def is None or not op_def.is_stateful:
-        return False
-    return any(arg.is_ref or arg.type == _RESOURCE for arg in op_def.output_arg)
+@functools.cache
+def _may_have_func_attrs(op_type):
+    """Only ops whose OpDef declares a func-typed attr (or unknown ops) can reference functions."""
+    op_def = op_def_for(op_type)
+    if op_def is None:
+        return True
+    return any(a.type in ("func", "list(func)") for a in op_def.attr)
 
 
 def _func_names(node):
+    if not _may_have_func_attrs(node.op):
+        return
     for key in sorted(node.attr):
         value = node.attr[key]
         if value.HasField("func"):
@@ -77,6 +81,7 @@ class SupportOracle:
         self.backend = backend
         self.mix = bool(mix_compile_mode)
         self._functions = {}
+        self._per_op = {}
 
     def function_supported(self, name, _stack=None):
         """True when library function ``name`` holds only supported ops (Consts allowed)."""
@@ -103,6 +108,18 @@ class SupportOracle:
         attr = node.attr.get(WITHOUT_NPU_COMPILE_ATTR)
         if attr is not None:
             without = bool(attr.b) if attr.HasField("b") else attr.s in (b"1", b"true", b"True")
+        op = node.op
+        cacheable = (not without and self.backend.per_op_node_support
+                     and op not in self.view.functions and not _may_have_func_attrs(op))
+        if cacheable:
+            key = (op, support_const)
+            cached = self._per_op.get(key)
+            if cached is None:
+                cached = self._per_op[key] = self._decide(node, support_const, False, stack)
+            return cached
+        return self._decide(node, support_const, without, stack)
+
+    def _decide(self, node, support_const, without, stack):
         ok, reason = is_op_supported(node.op, self.op_list, mix_compile_mode=self.mix,
                                      support_const=support_const, without_npu_compile=without)
         if not ok and reason == "unsupported_op" and node.op in self.view.functions:
@@ -139,6 +156,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
         The list of node indices moved to the host, in the order they were moved.
     """
     nodes = view.nodes
+    ops = view.ops
     data_out = view.data_outputs
     moved = []
     queue = collections.deque(seeds)
@@ -165,7 +183,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
                 continue
             b = base_type(t)
             if b in _CROSS_RULE_REASON:
-                if (_has_attr(nodes[d], "_op_max_size") or nodes[d].op == "Assert"
+                if (_has_attr(nodes[d], "_op_max_size") or ops[d] == "Assert"
                         or h_node.op in CONST_OPS or (strings_cross and b == _STRING)):
                     continue
                 host(d, _CROSS_RULE_REASON[b])
@@ -186,7 +204,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
             if b in _CROSS_RULE_REASON:
                 if _has_attr(h_node, "_op_max_size") or (strings_cross and b == _STRING):
                     continue
-                if enable_dp and b == _STRING and nodes[s].op in _GETNEXT_OPS:
+                if enable_dp and b == _STRING and ops[s] in _GETNEXT_OPS:
                     continue
                 host(s, _CROSS_RULE_REASON[b])
     return moved
@@ -194,14 +212,22 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
 
 # --------------------------------------------------------------------------- control flow v1
 def while_frames(view):
-    """Frames of TF1 while loops.
+    """Frames of TF1 while loops (cached in the view).
 
     Returns:
         ``(frame_of, parent, members)``: ``frame_of[i]`` is the frame id of node ``i`` (0 = root),
         ``parent[f]`` the parent frame of ``f``, ``members[f]`` the node indices of frame ``f``
         (root excluded). Empty when the graph has no ``Enter`` node.
     """
+    cached = view.cache.get("while_frames")
+    if cached is None:
+        cached = view.cache["while_frames"] = _compute_while_frames(view)
+    return cached
+
+
+def _compute_while_frames(view):
     nodes = view.nodes
+    ops = view.ops
     if not any(n.op in ("Enter", "RefEnter") for n in nodes):
         return [0] * len(nodes), {0: None}, {}
     order, _ = view.topological_order(skip_back_edges=True)
@@ -213,7 +239,7 @@ def while_frames(view):
     def out_frame(i):
         # Consumers of an Exit live in the parent of the Exit's frame.
         f = frame_of[i]
-        if nodes[i].op in ("Exit", "RefExit") and f:
+        if ops[i] in ("Exit", "RefExit") and f:
             return parent[f]
         return f
 
@@ -221,7 +247,7 @@ def while_frames(view):
         node = nodes[i]
         preds = [s for s, _ in view.data_inputs[i] if s >= 0]
         preds += [s for s in view.control_inputs[i] if s >= 0]
-        preds = [s for s in preds if nodes[s].op not in ("NextIteration", "RefNextIteration")]
+        preds = [s for s in preds if ops[s] not in ("NextIteration", "RefNextIteration")]
         f = out_frame(preds[0]) if preds else 0
         if node.op in ("Enter", "RefEnter"):
             key = (f, node.attr["frame_name"].s)
@@ -237,20 +263,29 @@ def while_frames(view):
 
 
 def cond_regions(view):
-    """Node sets between each v1 cond ``Switch`` and its ``Merge`` (nested conds are unioned).
+    """Node sets between each v1 cond ``Switch`` and its ``Merge`` (cached in the view; nested
+    conds are unioned).
 
     A region is found from each ``Merge`` that is not a loop merge: walk backwards until
     ``Switch`` nodes, then keep the nodes forward-reachable from those switches. Returns a list of
     sorted index lists.
     """
+    cached = view.cache.get("cond_regions")
+    if cached is None:
+        cached = view.cache["cond_regions"] = _compute_cond_regions(view)
+    return cached
+
+
+def _compute_cond_regions(view):
     nodes = view.nodes
+    ops = view.ops
     merges = [i for i, n in enumerate(nodes) if n.op in ("Merge", "RefMerge")]
     if not merges:
         return []
     regions = []
     for m in merges:
         preds = view.predecessors(m)
-        if any(nodes[p].op in ("NextIteration", "RefNextIteration") for p in preds):
+        if any(ops[p] in ("NextIteration", "RefNextIteration") for p in preds):
             continue  # while-loop merge: the frame rule covers it
         back = {m}
         switches = []
@@ -258,10 +293,10 @@ def cond_regions(view):
         back.update(preds)
         while queue:
             i = queue.popleft()
-            if nodes[i].op in ("Switch", "RefSwitch"):
+            if ops[i] in ("Switch", "RefSwitch"):
                 switches.append(i)
                 continue
-            if nodes[i].op in ("Enter", "RefEnter"):
+            if ops[i] in ("Enter", "RefEnter"):
                 continue  # do not walk out of a loop frame
             for p in view.predecessors(i):
                 if p not in back:
@@ -307,7 +342,7 @@ def apply_group_rules(view, candidate, reasons, frames, regions, *, iterations_p
 
     Returns the list of nodes moved to the host.
     """
-    nodes = view.nodes
+    ops = view.ops
     frame_of, parent, members = frames
     moved_all = []
     while True:
@@ -315,7 +350,7 @@ def apply_group_rules(view, candidate, reasons, frames, regions, *, iterations_p
         if members:
             bad = set()
             for f, idx in members.items():
-                if any(not candidate[i] and nodes[i].op not in CONST_OPS for i in idx):
+                if any(not candidate[i] and ops[i] not in CONST_OPS for i in idx):
                     g = f
                     while g:
                         bad.add(g)
@@ -328,7 +363,7 @@ def apply_group_rules(view, candidate, reasons, frames, regions, *, iterations_p
                             reasons[i] = "host_while_frame"
                             moved.append(i)
         for region in regions:
-            if any(not candidate[i] and nodes[i].op not in CONST_OPS for i in region):
+            if any(not candidate[i] and ops[i] not in CONST_OPS for i in region):
                 for i in region:
                     if candidate[i]:
                         candidate[i] = False
@@ -344,9 +379,8 @@ def apply_group_rules(view, candidate, reasons, frames, regions, *, iterations_p
 def add_relational_consts(view, candidate, reasons, skipped=()):
     """``AddRelationalConst``: a host Const with an edge (data or control) into a candidate joins
     the device; the others keep the reason ``const_without_device_consumer``."""
-    nodes = view.nodes
-    for i, node in enumerate(nodes):
-        if node.op not in CONST_OPS or candidate[i] or i in skipped:
+    for i, op in enumerate(view.ops):
+        if op not in CONST_OPS or candidate[i] or i in skipped:
             continue
         if reasons.get(i) not in (None, "const_not_supported_here", "unsupported_op",
                                   "const_without_device_consumer"):

@@ -30,7 +30,7 @@ the graph: ``GeOp<graph_num>_0``, ``GeOp<graph_num>_1``, ...
 from npu_adapter.annotations import CLUSTER_ATTR, set_placement
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.cycles import GraphCycles
-from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS, GraphView
+from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
 from npu_adapter.graph_config import read_graph_config
 from npu_adapter.pass_base import PassBase, PassOption, PassResult
 from npu_adapter.registry import register_pass
@@ -41,6 +41,7 @@ from ._common import copy_graph, read_placements
 __all__ = ["ClusterPass", "cluster_name"]
 
 _NOOP_IDENTITY = ("NoOp", "Identity")
+_FOREVER = object()  # a refusal that no later merge can lift (the path runs through the host)
 
 
 def cluster_name(graph_num, k):
@@ -61,6 +62,7 @@ class _Clusterer:
     def run(self):
         view = self.view
         nodes = view.nodes
+        ops = view.ops
         n = len(nodes)
         order, remaining = view.topological_order(skip_back_edges=True)
         if remaining:
@@ -72,7 +74,7 @@ class _Clusterer:
             rank[i] = r
         cycles = GraphCycles(rank)
         for i in order:
-            if nodes[i].op in LOOP_BACK_EDGE_OPS:
+            if ops[i] in LOOP_BACK_EDGE_OPS:
                 continue
             for j in view.successors(i):
                 cycles.insert_edge(i, j)
@@ -88,24 +90,42 @@ class _Clusterer:
             return root
 
         candidate = self.candidate
+        # A refused contraction A → B (another path A →* B exists) can only succeed later if A or
+        # B has grown since (the path may then run inside the merged cluster), so each refusal
+        # is remembered with the clusters' versions and not retried while they are unchanged.
+        version = [0] * n
+        refused = {}
+        host = [not c for c in candidate]
         changed = True
         while changed:
             changed = False
-            for src in order:
-                if not candidate[src] or nodes[src].op in LOOP_BACK_EDGE_OPS:
+            # Visit each candidate in topological order and try its candidate producers' clusters
+            # latest-ranked first: with A → C → dst, merging C and dst first turns the path
+            # A → C → dst into the direct edge the next contraction needs (far fewer refusals
+            # than trying A first).
+            for dst in order:
+                if not candidate[dst]:
                     continue
-                if self.block_getnext and nodes[src].op == "IteratorGetNext":
-                    continue
-                for dst in view.successors(src):
-                    if not candidate[dst]:
-                        continue
+                sources = [src for src in view.predecessors(dst)
+                           if candidate[src] and ops[src] not in LOOP_BACK_EDGE_OPS
+                           and not (self.block_getnext and ops[src] == "IteratorGetNext")]
+                if len(sources) > 1:
+                    sources.sort(key=lambda x: cycles.rank[find(x)], reverse=True)
+                for src in sources:
                     a, b = find(src), find(dst)
                     if a == b or not cycles.has_edge(a, b):
                         continue
+                    stamp = (version[a], version[b])
+                    previous = refused.get((a, b))
+                    if previous is not None and (previous is _FOREVER or previous == stamp):
+                        continue
                     merged = cycles.contract_edge(a, b)
                     if merged is None:
+                        refused[(a, b)] = _FOREVER if cycles.blocked_for_good(
+                            a, b, host) else stamp
                         continue
                     parent[b if merged == a else a] = merged
+                    version[merged] += 1
                     changed = True
 
         groups = {}
@@ -128,36 +148,86 @@ class _Clusterer:
         return [members for _, members in clusters], dropped
 
     def _merge(self, cycles, find, parent, clusters, dropped):
-        if not self.mix and not self.lazy:
-            target, members = clusters[0]
-            members = list(members)
-            for rep, others in clusters[1:]:
-                merged = cycles.merge(target, rep)
-                if merged is None:
-                    for i in others:
-                        dropped[i] = "not_in_largest_cluster"
-                    continue
-                target = merged
-                members.extend(others)
-            return [(target, sorted(members))]
+        """Merge clusters with no path between them (spec §2.6 MergeSubgraphs*).
+
+        Reachability between clusters is computed once, as bitsets over the contracted graph
+        (one sweep in rank order), and kept transitively closed as clusters merge: after D and M
+        merge, everything that reached either reaches what either reached. Each mergeability
+        test is then two bit tests instead of a graph search.
+        """
+        k = len(clusters)
+        into, out_of = _cluster_reachability(cycles, [rep for rep, _ in clusters])
+        full_offload = not self.mix and not self.lazy
+        taken = [False] * k
         result = []
-        taken = [False] * len(clusters)
-        for k, (rep, members) in enumerate(clusters):
-            if taken[k]:
+        for t in range(k):
+            if taken[t]:
                 continue
-            taken[k] = True
-            target = rep
-            members = list(members)
-            for m in range(k + 1, len(clusters)):
+            taken[t] = True
+            group = [t]
+            group_bits = 1 << t
+            cur_in, cur_out = into[t], out_of[t]
+            for m in range(t + 1, k):
                 if taken[m]:
                     continue
-                merged = cycles.merge(target, clusters[m][0])
-                if merged is not None:
-                    taken[m] = True
-                    target = merged
-                    members.extend(clusters[m][1])
-            result.append((target, sorted(members)))
+                bit = 1 << m
+                if cur_in & bit or cur_out & bit:
+                    if full_offload:
+                        for i in clusters[m][1]:
+                            dropped[i] = "not_in_largest_cluster"
+                        taken[m] = True
+                    continue
+                taken[m] = True
+                group.append(m)
+                group_bits |= bit
+                # The original relation is transitively closed, so the union of the rows is the
+                # merged node's relation (a path through the merged node must enter or leave it
+                # through one of its members).
+                cur_in |= into[m]
+                cur_out |= out_of[m]
+            members = sorted(i for g in group for i in clusters[g][1])
+            result.append((clusters[t][0], members))
+            if full_offload:
+                break
+            # Close the relation through the new merged node for the groups still to come.
+            for x in _bits(cur_in):
+                out_of[x] |= cur_out | group_bits
+            for y in _bits(cur_out):
+                into[y] |= cur_in | group_bits
+            for g in group:
+                into[g] = cur_in
+                out_of[g] = cur_out
         return result
+
+
+def _bits(mask):
+    """Indices of the set bits of ``mask``."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def _cluster_reachability(cycles, reps):
+    """``(into, out_of)``: per cluster (index into ``reps``), bitsets of the clusters that reach
+    it and that it reaches, in the contracted graph (paths through host nodes included)."""
+    rank = cycles.rank
+    bit = {rep: 1 << k for k, rep in enumerate(reps)}
+    alive = [v for v, a in enumerate(cycles.alive) if a]
+    alive.sort(key=rank.__getitem__)
+    reach = {}
+    inn = cycles.inn
+    for v in alive:
+        r = 0
+        for p in inn[v]:
+            r |= reach[p] | bit.get(p, 0)
+        reach[v] = r
+    into = [reach[rep] for rep in reps]
+    out_of = [0] * len(reps)
+    for k, mask in enumerate(into):
+        for j in _bits(mask):
+            out_of[j] |= 1 << k
+    return into, out_of
 
 
 def _group_split(groups, cluster_of, candidate):
@@ -200,7 +270,7 @@ class ClusterPass(PassBase):
     }
 
     def run(self, graph_def, ctx):
-        view = GraphView(graph_def)
+        view = ctx.graph_view(graph_def)
         config = ctx.get_config()
         graph_config = read_graph_config(view, config)
         if graph_config.skipped:
@@ -271,6 +341,8 @@ class ClusterPass(PassBase):
             elif initially_candidate[i] and not candidate[i]:
                 set_placement(node, "host", reasons[i])
         modified = out != graph_def
+        if modified:
+            ctx.register_view(out, view.rebind(out))
         return PassResult(out if modified else graph_def, modified, {
             "clusters": [cluster_name(ctx.graph_num, k) for k in range(len(clusters))],
             "sizes": [len(m) for m in clusters],

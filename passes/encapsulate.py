@@ -31,11 +31,10 @@ import re
 
 from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
-from npu_adapter.annotations import CLUSTER_ATTR, GEOP_OP, NPU_OPTIMIZER_ATTR
+from npu_adapter.annotations import CLUSTER_ATTR, GEOP_OP, NPU_OPTIMIZER_ATTR, PLACEMENT_ATTR
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.names import parse_input, unique_name
 from npu_adapter.graph.types import base_type, is_ref_type, output_port_names
-from npu_adapter.graph.view import GraphView
 from npu_adapter.graph_config import read_graph_config
 from npu_adapter.pass_base import PassBase, PassResult
 from npu_adapter.registry import register_pass
@@ -98,7 +97,7 @@ class EncapsulatePass(PassBase):
     name = "encapsulate"
 
     def run(self, graph_def, ctx):
-        view = GraphView(graph_def)
+        view = ctx.graph_view(graph_def)
         nodes = view.nodes
         cluster_of = {}
         clusters = {}
@@ -150,8 +149,13 @@ class EncapsulatePass(PassBase):
                 continue
             copy = out.node.add()
             copy.CopyFrom(node)
-            self._rewire_host_node(view, i, copy, clusters, cluster_of)
-            _drop_stale_colocation(copy, remaining_names)
+            if PLACEMENT_ATTR in copy.attr:
+                del copy.attr[PLACEMENT_ATTR]  # bookkeeping ends here; the report read it
+            if any(src in cluster_of for src, _ in view.data_inputs[i]) or \
+                    any(src in cluster_of for src in view.control_inputs[i]):
+                self._rewire_host_node(view, i, copy, clusters, cluster_of)
+            if "_class" in copy.attr:
+                _drop_stale_colocation(copy, remaining_names)
         for cname in order:
             out.library.function.add().CopyFrom(
                 self._function_def(view, clusters[cname], cluster_of))
@@ -394,13 +398,15 @@ class EncapsulatePass(PassBase):
             del body.input[:]
             if CLUSTER_ATTR in body.attr:
                 del body.attr[CLUSTER_ATTR]
-            if "_class" in body.attr:
-                del body.attr["_class"]
+            for key in ("_class", PLACEMENT_ATTR):
+                if key in body.attr:
+                    del body.attr[key]
         for i in sorted(cluster.var_copies) + cluster.members:
             body = fdef.node_def.add()
             body.CopyFrom(nodes[i])
-            if CLUSTER_ATTR in body.attr:
-                del body.attr[CLUSTER_ATTR]
+            for key in (CLUSTER_ATTR, PLACEMENT_ATTR):
+                if key in body.attr:
+                    del body.attr[key]
             del body.input[:]
             controls = []
             for text in nodes[i].input:

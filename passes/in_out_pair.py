@@ -23,13 +23,12 @@ deviation; the original applies no infection on this path).
 import warnings
 
 from npu_adapter.errors import RewriteError
-from npu_adapter.graph.view import GraphView
 from npu_adapter.graph_config import read_graph_config
 from npu_adapter.pass_base import PassBase, PassResult
 from npu_adapter.registry import register_pass
 
 from . import _rules
-from ._common import read_placements, write_placements
+from ._common import read_placements, remember_placements, write_placements
 
 __all__ = ["InOutPairPass", "in_out_pair_region", "InOutPairWarning"]
 
@@ -78,7 +77,7 @@ class InOutPairPass(PassBase):
         text = config.in_out_pair or ""
         if not text:
             return PassResult(graph_def, False, {"active": False})
-        view = GraphView(graph_def)
+        view = ctx.graph_view(graph_def)
         graph_config = read_graph_config(view, config)
         if graph_config.skipped:
             return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})
@@ -141,6 +140,10 @@ class InOutPairPass(PassBase):
         self._apply_backend_rules(view, ctx, candidate, reasons)
         previous = read_placements(view)
         out, modified = write_placements(graph_def, candidate, reasons)
+        if modified:
+            out_view = view.rebind(out)
+            ctx.register_view(out, out_view)
+            remember_placements(out_view, candidate, reasons)
         return PassResult(out, modified, {
             "active": True,
             "fallback": False,

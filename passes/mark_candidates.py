@@ -24,13 +24,12 @@ Rules, in the original's order:
 from tensorflow.core.framework import types_pb2
 
 from npu_adapter.graph.types import base_type
-from npu_adapter.graph.view import GraphView
 from npu_adapter.graph_config import read_graph_config
 from npu_adapter.pass_base import PassBase, PassResult
 from npu_adapter.registry import register_pass
 
 from . import _rules
-from ._common import write_placements
+from ._common import remember_placements, write_placements
 
 __all__ = ["MarkCandidatesPass"]
 
@@ -50,18 +49,18 @@ def _graph_level_reason(view):
 def _unsupported_resource(view, i):
     """Mix-mode rule: the first resource input must come from a VarHandleOp, and only a
     VarHandleOp may output a resource."""
-    nodes = view.nodes
+    ops = view.ops
     in_types = view.input_types(i) or ()
     for slot, t in enumerate(in_types):
         if base_type(t) == types_pb2.DT_RESOURCE:
             if slot >= len(view.data_inputs[i]):
                 break
             src = view.data_inputs[i][slot][0]
-            if src < 0 or nodes[src].op != "VarHandleOp":
+            if src < 0 or ops[src] != "VarHandleOp":
                 return True
             break
     out_types = view.output_types(i) or ()
-    return nodes[i].op != "VarHandleOp" and types_pb2.DT_RESOURCE in out_types
+    return ops[i] != "VarHandleOp" and types_pb2.DT_RESOURCE in out_types
 
 
 def _dp_candidate(view, i):
@@ -71,9 +70,9 @@ def _dp_candidate(view, i):
         return True
     if node.op == "IteratorGetNext":
         src = view.data_inputs[i][0][0] if view.data_inputs[i] else -1
-        return src >= 0 and view.nodes[src].op in _ITERATOR_OPS
+        return src >= 0 and view.ops[src] in _ITERATOR_OPS
     if node.op in _ITERATOR_OPS:
-        return any(view.nodes[d].op == "IteratorGetNext" for d, _, _ in view.data_outputs[i])
+        return any(view.ops[d] == "IteratorGetNext" for d, _, _ in view.data_outputs[i])
     return None
 
 
@@ -98,9 +97,7 @@ def compute_candidates(view, ctx):
     enable_dp = bool(config.enable_data_pre_proc)
     variables_on_host = config.variable_placement == "Host"
     oracle = _rules.SupportOracle(view, ctx.get_op_support(), backend, mix_compile_mode=mix)
-    nodes = view.nodes
-    for i, node in enumerate(nodes):
-        op = node.op
+    for i, op in enumerate(view.ops):
         if op in _rules.CONST_OPS:
             ok, reason = oracle.node_support(i, support_const=True)
             if ok and any(src >= 0 and oracle.node_support(src)[0]
@@ -151,12 +148,16 @@ class MarkCandidatesPass(PassBase):
     name = "mark_candidates"
 
     def run(self, graph_def, ctx):
-        view = GraphView(graph_def)
+        view = ctx.graph_view(graph_def)
         graph_config = read_graph_config(view, ctx.get_config())
         if graph_config.skipped:
             return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})
         candidate, reasons, _ = compute_candidates(view, ctx)
         out, modified = write_placements(graph_def, candidate, reasons)
+        if modified:
+            out_view = view.rebind(out)
+            ctx.register_view(out, out_view)
+            remember_placements(out_view, candidate, reasons)
         return PassResult(out, modified, {
             "candidates": sum(candidate),
             "host": len(candidate) - sum(candidate),

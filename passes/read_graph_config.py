@@ -12,7 +12,6 @@
 """
 
 from npu_adapter.graph.names import parse_input
-from npu_adapter.graph.view import GraphView
 from npu_adapter.graph_config import read_graph_config
 from npu_adapter.pass_base import PassBase, PassResult
 from npu_adapter.registry import register_pass
@@ -80,7 +79,7 @@ class ReadGraphConfigPass(PassBase):
     name = "read_graph_config"
 
     def run(self, graph_def, ctx):
-        view = GraphView(graph_def)
+        view = ctx.graph_view(graph_def)
         graph_config = read_graph_config(view, ctx.get_config())
         if graph_config.skipped:
             return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})

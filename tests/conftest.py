@@ -24,6 +24,7 @@ class OriginalLikeBackend(CpuReferenceBackend):
 
     name = "original_like"
     keeps_state_on_host = False
+    per_op_node_support = True
 
     def supports_node(self, node_def, op_def):
         return True, "supported"

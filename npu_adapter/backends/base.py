@@ -33,6 +33,9 @@ class Backend(abc.ABC):
 
     name = ""
     keeps_state_on_host = True
+    # True when supports_node() depends on the op type alone (not on node attrs): the
+    # partitioner then asks once per op type, which matters on 100k-node graphs.
+    per_op_node_support = False
 
     def op_support(self, config):
         """The op-support list for this backend under ``config``.

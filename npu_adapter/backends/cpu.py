@@ -21,8 +21,17 @@ _RESOURCE = 20  # types_pb2.DT_RESOURCE
 
 
 def is_state_owner(op_def):
-    """A stateful op handing out a ref or resource owns state (variable, queue, table, ...)."""
+    """An op that owns state living across session runs: variables, queues, iterators, tables,
+    mutexes, accumulators.
+
+    They are exactly the stateful ops that hand out a ref or a resource *and* take a
+    ``shared_name`` attr (the resource is looked up in the session's resource manager).
+    Per-step resources such as ``TensorArrayV3`` or ``StackV2`` have no ``shared_name`` and may
+    live inside a cluster function.
+    """
     if op_def is None or not op_def.is_stateful:
+        return False
+    if not any(attr.name == "shared_name" for attr in op_def.attr):
         return False
     return any(arg.is_ref or arg.type == _RESOURCE for arg in op_def.output_arg)
 
@@ -57,6 +66,7 @@ class CpuReferenceBackend(Backend):
 
     name = "cpu"
     keeps_state_on_host = True
+    per_op_node_support = True  # state ownership and graph inputs are properties of the op type
 
     def supports_node(self, node_def, op_def):
         if node_def.op == "Placeholder":

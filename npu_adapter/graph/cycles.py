@@ -123,17 +123,48 @@ class GraphCycles:
                     stack.append(w)
         return False
 
+    def blocked_for_good(self, a, b, barrier):
+        """True when some path ``a →* b`` passes through a node with ``barrier[node]`` true.
+
+        Used after a refused contraction: a path through a node that can never be merged
+        (a host node) blocks the pair forever, however the two clusters grow; a path through
+        other clusters only blocks it until those are merged in. Searches the nodes ranked
+        between ``a`` and ``b`` once, tracking whether a barrier was passed.
+        """
+        rank = self.rank
+        rb = rank[b]
+        out = self.out
+        seen = {(a, False)}
+        stack = [(a, False)]
+        while stack:
+            v, passed = stack.pop()
+            for w in out[v]:
+                if w == b:
+                    if passed:
+                        return True
+                    continue
+                if rank[w] >= rb:
+                    continue
+                state = (w, passed or barrier[w])
+                if state not in seen:
+                    seen.add(state)
+                    stack.append(state)
+        return False
+
     def contract_edge(self, a, b):
         """Merge ``b`` into ``a`` along the edge ``a → b`` unless another path ``a →* b`` exists.
 
         Returns the id of the merged node (``a`` or ``b``: the one with more edges survives, to
         copy less), or None when the contraction would create a cycle (nothing changes then).
         """
+        rank = self.rank
+        if rank[a] > rank[b]:  # cannot happen for a DAG edge; keep the structure honest
+            raise RuntimeError(f"edge {a}->{b} contradicts the topological order")
         self.remove_edge(a, b)
-        if self.is_reachable(a, b):
-            self.insert_edge(a, b)
-            return None
-        return self._merge_into_larger(a, b)
+        survivor = self._try_fuse(a, b)
+        if survivor is None:
+            self.insert_edge(a, b)  # restore: the graph is as before the call
+        return survivor
 
     def merge(self, a, b):
         """Merge two nodes with no path between them in either direction.
@@ -142,26 +173,67 @@ class GraphCycles:
         """
         if a == b:
             return a
-        if self.is_reachable(a, b) or self.is_reachable(b, a):
-            return None
-        return self._merge_into_larger(a, b)
-
-    def _merge_into_larger(self, a, b):
-        if len(self.inn[b]) + len(self.out[b]) > len(self.inn[a]) + len(self.out[a]):
+        rank = self.rank
+        if rank[a] > rank[b]:
             a, b = b, a
-        outs = self.out[b]
-        ins = self.inn[b]
-        self.out[b] = set()
-        self.inn[b] = set()
-        for y in outs:
-            self.inn[y].discard(b)
-        for y in ins:
-            self.out[y].discard(b)
-        self.alive[b] = False
-        for y in sorted(outs, key=self.rank.__getitem__):
-            if y != a and not self.insert_edge(a, y):
-                raise RuntimeError("contraction created a cycle")  # cannot happen: checked
-        for y in sorted(ins, key=self.rank.__getitem__):
-            if y != a and not self.insert_edge(y, a):
-                raise RuntimeError("contraction created a cycle")
-        return a
+        return self._try_fuse(a, b)
+
+    def _try_fuse(self, a, b):
+        """Fuse ``a`` and ``b`` (rank[a] < rank[b], no direct edge between them left) unless a
+        path ``a →* b`` exists; returns the survivor or None."""
+        rank = self.rank
+        ra, rb = rank[a], rank[b]
+        # Any path a →* b enters b through a predecessor ranked above a, and leaves a through a
+        # successor ranked below b. If either set is empty there is no path, and the merged node
+        # can simply take a's (resp. b's) rank: no search, no reordering.
+        if not any(rank[p] > ra for p in self.inn[b]):
+            return self._fuse(a, b, None, None, keep=ra)
+        if not any(rank[x] < rb for x in self.out[a]):
+            return self._fuse(a, b, None, None, keep=rb)
+        forward = self._forward(a, rb, stop=b)
+        if forward is None:
+            return None
+        return self._fuse(a, b, forward[1:], self._backward(b, ra)[1:])
+
+    def _fuse(self, a, b, forward, backward, keep=None):
+        """Merge ``a`` and ``b`` (rank[a] < rank[b], no path a →* b left) in one reordering.
+
+        ``forward``: nodes reachable from ``a`` with rank < rank[b]; ``backward``: nodes reaching
+        ``b`` with rank > rank[a]. The two sets are disjoint (else a path a →* b would exist).
+        The affected rank slots are reassigned as: backward nodes, the merged node, forward
+        nodes — each group keeping its relative order — which keeps every edge pointing forward
+        (one Pearce–Kelly reordering for the whole merge instead of one per moved edge). With
+        ``keep`` the caller has shown no reordering is needed and the merged node takes that
+        rank.
+        """
+        rank = self.rank
+        if len(self.inn[b]) + len(self.out[b]) > len(self.inn[a]) + len(self.out[a]):
+            survivor, dead = b, a
+        else:
+            survivor, dead = a, b
+        if keep is not None:
+            rank[survivor] = keep
+        else:
+            slots = sorted([rank[a], rank[b]] + [rank[v] for v in forward] +
+                           [rank[v] for v in backward])
+            backward.sort(key=rank.__getitem__)
+            forward.sort(key=rank.__getitem__)
+            for v, r in zip(backward + [survivor] + forward, slots):
+                rank[v] = r
+        out_s, inn_s = self.out[survivor], self.inn[survivor]
+        for y in self.out[dead]:
+            self.inn[y].discard(dead)
+            if y != survivor:
+                out_s.add(y)
+                self.inn[y].add(survivor)
+        for y in self.inn[dead]:
+            self.out[y].discard(dead)
+            if y != survivor:
+                inn_s.add(y)
+                self.out[y].add(survivor)
+        out_s.discard(dead)
+        inn_s.discard(dead)
+        self.out[dead] = set()
+        self.inn[dead] = set()
+        self.alive[dead] = False
+        return survivor

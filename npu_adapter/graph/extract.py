@@ -24,7 +24,7 @@ FED_TENSOR_ATTR = "_npu_adapter_fed_tensor"
 
 
 class ClientGraph(collections.namedtuple(
-        "ClientGraph", ["graph_def", "fetches", "targets", "feeds"])):
+        "ClientGraph", ["graph_def", "fetches", "targets", "feeds", "view"])):
     """The pruned GraphDef of one run signature.
 
     Attributes:
@@ -33,6 +33,8 @@ class ClientGraph(collections.namedtuple(
         targets: tuple of target op names, as given.
         feeds: dict fed tensor name (as the user wrote it, normalised to ``node:port``) → name of
             the tensor that stands for it in ``graph_def`` (the same name for fed placeholders).
+        view: a GraphView of ``graph_def`` (derived from the full graph's view without parsing
+            again), or None when feeds were substituted.
     """
 
     __slots__ = ()
@@ -104,29 +106,31 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
         fed[_check_tensor(view, f, "feed")] = f
 
     # Backward reachability that does not follow fed edges.
-    needed = set()
-    queue = collections.deque()
-
-    def reach(i):
-        if i not in needed:
-            needed.add(i)
-            queue.append(i)
-
+    needed = bytearray(len(view.nodes))
+    stack = []
     for f in fetches:
         src, port, _ = parse_input(f)
         i = view.index[src]
-        if (i, port) not in fed:
-            reach(i)
+        if (i, port) not in fed and not needed[i]:
+            needed[i] = 1
+            stack.append(i)
     for i in target_ids:
-        reach(i)
-    while queue:
-        i = queue.popleft()
-        for src, port in view.data_inputs[i]:
-            if src >= 0 and (src, port) not in fed:
-                reach(src)
-        for src in view.control_inputs[i]:
-            if src >= 0:
-                reach(src)
+        if not needed[i]:
+            needed[i] = 1
+            stack.append(i)
+    fed_nodes = {i for i, _ in fed}
+    data_inputs = view.data_inputs
+    control_inputs = view.control_inputs
+    while stack:
+        i = stack.pop()
+        for src, port in data_inputs[i]:
+            if src >= 0 and not needed[src] and (src not in fed_nodes or (src, port) not in fed):
+                needed[src] = 1
+                stack.append(src)
+        for src in control_inputs[i]:
+            if src >= 0 and not needed[src]:
+                needed[src] = 1
+                stack.append(src)
 
     # Placeholders that stand for fed tensors (a fed Placeholder:0 stands for itself).
     taken = set(view.index)
@@ -137,7 +141,7 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
         node = view.nodes[i]
         if node.op == "Placeholder" and port == 0:
             feed_map[tensor] = tensor
-            needed.add(i)
+            needed[i] = 1
             continue
         out_types = view.output_types(i)
         if out_types is None:
@@ -158,12 +162,15 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
         feed_map[tensor] = f"{ph.name}:0"
         new_nodes.append(ph)
 
+    kept = [i for i, flag in enumerate(needed) if flag]
+    if not substitutes and len(kept) == len(view.nodes):
+        # Everything is needed and nothing was substituted: the client graph is the graph.
+        return ClientGraph(graph_def, fetches, targets, feed_map, view)
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
-    for i, node in enumerate(view.nodes):
-        if i not in needed:
-            continue
+    for i in kept:
+        node = view.nodes[i]
         copy = out.node.add()
         copy.CopyFrom(node)
         if substitutes:
@@ -181,4 +188,5 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
                 del copy.input[:]
                 copy.input.extend(new_inputs)
     out.node.extend(new_nodes)
-    return ClientGraph(out, fetches, targets, feed_map)
+    client_view = None if substitutes else view.subset(out, kept)
+    return ClientGraph(out, fetches, targets, feed_map, client_view)

@@ -53,15 +53,11 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
     for node in view.nodes:
         if not is_valid_node_name(node.name):
             found.append(Violation("invalid_name", node.name, f"invalid node name {node.name!r}"))
-        seen_control = False
-        for text in node.input:
-            if text.startswith("^"):
-                seen_control = True
-            elif seen_control:
-                found.append(Violation(
-                    "control_before_data", node.name,
-                    f"node {node.name!r} has data input {text!r} after a control input"))
-                break
+    for i in view.misordered:
+        node = view.nodes[i]
+        found.append(Violation(
+            "control_before_data", node.name,
+            f"node {node.name!r} lists a data input after a control input"))
     for i, text in view.dangling:
         node = view.nodes[i]
         found.append(Violation(
@@ -71,8 +67,8 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
     if check_ports:
         for dst, inputs in enumerate(view.data_inputs):
             for slot, (src, port) in enumerate(inputs):
-                if src < 0:
-                    continue
+                if src < 0 or port == 0:
+                    continue  # output 0 exists on every op that can feed data
                 out_types = view.output_types(src)
                 if out_types is not None and port >= len(out_types):
                     found.append(Violation(

@@ -36,69 +36,152 @@ class GraphView:
 
     __slots__ = (
         "graph_def",
-        "nodes",
+        "_nodes",
+        "ops",
         "index",
         "data_inputs",
         "control_inputs",
         "dangling",
+        "misordered",
         "duplicate_names",
         "functions",
         "_data_outputs",
         "_control_outputs",
         "_out_types",
         "_in_types",
+        "cache",
     )
 
     def __init__(self, graph_def):
         self.graph_def = graph_def
         nodes = list(graph_def.node)
-        self.nodes = nodes
+        self._nodes = nodes
         index = {}
         duplicates = set()
+        ops = []
         for i, node in enumerate(nodes):
             name = node.name
+            ops.append(node.op)
             if name in index:
                 duplicates.add(name)
             else:
                 index[name] = i
+        # Op types as a plain list: reading NodeDef fields from Python is slow, and the passes
+        # ask for op types in their inner loops.
+        self.ops = ops
         self.index = index
         self.duplicate_names = sorted(duplicates)
         data_inputs = []
         control_inputs = []
         dangling = []
+        misordered = []
         get = index.get
         for i, node in enumerate(nodes):
             data = []
-            ctrl = []
+            ctrl = None
             for text in node.input:
+                # Inline fast paths of names.parse_input: this loop runs once per edge.
+                src = get(text)
+                if src is not None:  # "name": output 0 (the common case)
+                    if ctrl is not None:
+                        misordered.append(i)
+                    data.append((src, 0))
+                    continue
                 if text[0] == "^":
                     src = get(text[1:], -1)
-                    ctrl.append(src)
+                    if ctrl is None:
+                        ctrl = [src]
+                    else:
+                        ctrl.append(src)
                 else:
-                    # Fast path of names.parse_input (kept inline: this loop runs once per edge).
+                    if ctrl is not None:
+                        misordered.append(i)
                     name, sep, port = text.rpartition(":")
                     if sep and port.isdigit():
                         src = get(name, -1)
                         data.append((src, int(port)))
                     else:
-                        src = get(text, -1)
+                        src = -1
                         data.append((src, 0))
                 if src < 0:
                     dangling.append((i, text))
             data_inputs.append(data)
-            control_inputs.append(ctrl)
+            control_inputs.append(ctrl if ctrl is not None else [])
         self.data_inputs = data_inputs
         self.control_inputs = control_inputs
         self.dangling = dangling
+        # Nodes listing a data input after a control input (invalid; reported by verify_graph).
+        self.misordered = sorted(set(misordered))
         self.functions = {f.signature.name: f for f in graph_def.library.function}
         self._data_outputs = None
         self._control_outputs = None
         self._out_types = {}
         self._in_types = {}
+        # Derived structures (topological order, loop frames, ...) computed once per structure.
+        self.cache = {}
+
+    def rebind(self, graph_def):
+        """A view of ``graph_def``, which must have the same nodes, inputs and op types in the
+        same order as this view's graph (only attributes may differ — e.g. a pass's annotations).
+
+        Shares every index structure, so it costs almost nothing. Dtype caches are shared too:
+        passes that rebind must not change attrs that decide dtypes.
+        """
+        other = GraphView.__new__(GraphView)
+        other.graph_def = graph_def
+        other._nodes = None  # materialised on first use
+        for slot in ("ops", "index", "data_inputs", "control_inputs", "dangling", "misordered",
+                     "duplicate_names",
+                     "_data_outputs", "_control_outputs", "_out_types", "_in_types", "cache"):
+            setattr(other, slot, getattr(self, slot))
+        other.functions = {f.signature.name: f for f in graph_def.library.function}
+        return other
+
+    def subset(self, graph_def, kept):
+        """The view of ``graph_def``, whose nodes are this view's nodes ``kept`` (sorted indices),
+        unchanged and in the same order — what extracting a client graph without feed
+        substitutions produces. Built by renumbering, without parsing any input again."""
+        new_of = {old: new for new, old in enumerate(kept)}
+        other = GraphView.__new__(GraphView)
+        other.graph_def = graph_def
+        other._nodes = list(graph_def.node)
+        other.ops = [self.ops[old] for old in kept]
+        other.index = {self.nodes[old].name: new for new, old in enumerate(kept)}
+        get = new_of.get
+        other.data_inputs = [[(get(src, -1), port) for src, port in self.data_inputs[old]]
+                             for old in kept]
+        other.control_inputs = [[get(src, -1) for src in self.control_inputs[old]]
+                                for old in kept]
+        other.dangling = [(new_of[i], text) for i, text in self.dangling if i in new_of]
+        other.misordered = [new_of[i] for i in self.misordered if i in new_of]
+        names = {self.nodes[i].name for i in kept}
+        other.duplicate_names = [n for n in self.duplicate_names if n in names]
+        other.functions = {f.signature.name: f for f in graph_def.library.function}
+        other._data_outputs = None
+        other._control_outputs = None
+        other._out_types = {new: self._out_types[old] for new, old in enumerate(kept)
+                            if old in self._out_types}
+        other._in_types = {new: self._in_types[old] for new, old in enumerate(kept)
+                           if old in self._in_types}
+        other.cache = {}
+        key = ("topological_order", True)
+        if key in self.cache:
+            # A topological order restricted to a node subset is one of the induced subgraph.
+            order, remaining = self.cache[key]
+            other.cache[key] = ([new_of[i] for i in order if i in new_of],
+                                [new_of[i] for i in remaining if i in new_of])
+        return other
 
     # ----------------------------------------------------------------------------- lookups
+    @property
+    def nodes(self):
+        """The NodeDefs, in GraphDef order (a node is referred to by its index here)."""
+        if self._nodes is None:
+            self._nodes = list(self.graph_def.node)
+        return self._nodes
+
     def __len__(self):
-        return len(self.nodes)
+        return len(self.ops)
 
     def __contains__(self, name):
         return name in self.index
@@ -113,7 +196,7 @@ class GraphView:
 
     def op(self, i):
         """Op type of node ``i``."""
-        return self.nodes[i].op
+        return self.ops[i]
 
     # ----------------------------------------------------------------------------- consumers
     def _build_outputs(self):
@@ -153,16 +236,39 @@ class GraphView:
         return sorted(found)
 
     def predecessors(self, i):
-        """Indices of the producers of node ``i`` (data and control), without duplicates."""
-        found = dict.fromkeys(src for src, _ in self.data_inputs[i] if src >= 0)
-        found.update(dict.fromkeys(src for src in self.control_inputs[i] if src >= 0))
-        return list(found)
+        """Indices of the producers of node ``i`` (data and control), without duplicates.
+
+        The returned list is shared: do not modify it.
+        """
+        table = self.cache.get("predecessors")
+        if table is None:
+            table = self.cache["predecessors"] = self._adjacency(
+                [[src for src, _ in data] for data in self.data_inputs], self.control_inputs)
+        return table[i]
 
     def successors(self, i):
-        """Indices of the consumers of node ``i`` (data and control), without duplicates."""
-        found = dict.fromkeys(dst for dst, _, _ in self.data_outputs[i])
-        found.update(dict.fromkeys(self.control_outputs[i]))
-        return list(found)
+        """Indices of the consumers of node ``i`` (data and control), without duplicates.
+
+        The returned list is shared: do not modify it.
+        """
+        table = self.cache.get("successors")
+        if table is None:
+            table = self.cache["successors"] = self._adjacency(
+                [[dst for dst, _, _ in out] for out in self.data_outputs], self.control_outputs)
+        return table[i]
+
+    @staticmethod
+    def _adjacency(data, control):
+        table = []
+        for first, second in zip(data, control):
+            if not second and len(first) <= 1:
+                # The common case: at most one neighbour.
+                table.append(first if not first or first[0] >= 0 else [])
+                continue
+            found = dict.fromkeys(x for x in first if x >= 0)
+            found.update(dict.fromkeys(x for x in second if x >= 0))
+            table.append(list(found))
+        return table
 
     # ----------------------------------------------------------------------------- dtypes
     def output_types(self, i):
@@ -207,36 +313,59 @@ class GraphView:
     # ----------------------------------------------------------------------------- order
     def is_back_edge_source(self, i):
         """True when edges out of node ``i`` are TF1 while-loop back edges."""
-        return self.nodes[i].op in LOOP_BACK_EDGE_OPS
+        return self.ops[i] in LOOP_BACK_EDGE_OPS
 
     def topological_order(self, *, skip_back_edges=True, stable_key=None):
+        """Cached :meth:`compute_topological_order` (see there)."""
+        if stable_key is not None:
+            return self.compute_topological_order(skip_back_edges=skip_back_edges,
+                                                  stable_key=stable_key)
+        key = ("topological_order", skip_back_edges)
+        if key not in self.cache:
+            self.cache[key] = self.compute_topological_order(skip_back_edges=skip_back_edges)
+        return self.cache[key]
+
+    def compute_topological_order(self, *, skip_back_edges=True, stable_key=None):
         """Node indices in a deterministic topological order.
 
-        Ties are broken by GraphDef position (or by ``stable_key(i)`` when given), so the result
-        depends only on the graph, never on hashing. Edges out of ``NextIteration`` are ignored
+        Without ``stable_key`` the order is Kahn's with a FIFO queue seeded in GraphDef order;
+        with it, ties are broken by ``stable_key(i)``. Either way the result depends only on the
+        graph, never on hashing. Edges out of ``NextIteration`` are ignored
         when ``skip_back_edges`` (v1 while loops). Returns ``(order, remaining)`` where
         ``remaining`` lists the nodes on or behind a cycle (empty for a DAG).
         """
-        n = len(self.nodes)
+        n = len(self.ops)
+        back = [skip_back_edges and op in LOOP_BACK_EDGE_OPS for op in self.ops]
         indegree = [0] * n
         succ = [[] for _ in range(n)]
         for dst in range(n):
             for src in self.predecessors(dst):
-                if skip_back_edges and self.nodes[src].op in LOOP_BACK_EDGE_OPS:
+                if back[src]:
                     continue
                 indegree[dst] += 1
                 succ[src].append(dst)
-        key = stable_key or (lambda i: i)
-        ready = [(key(i), i) for i in range(n) if indegree[i] == 0]
-        heapq.heapify(ready)
         order = []
-        while ready:
-            _, i = heapq.heappop(ready)
-            order.append(i)
-            for j in succ[i]:
-                indegree[j] -= 1
-                if indegree[j] == 0:
-                    heapq.heappush(ready, (key(j), j))
+        if stable_key is None:
+            # FIFO Kahn seeded in GraphDef order: deterministic and cheaper than a heap.
+            order = [i for i in range(n) if indegree[i] == 0]
+            head = 0
+            while head < len(order):
+                i = order[head]
+                head += 1
+                for j in succ[i]:
+                    indegree[j] -= 1
+                    if indegree[j] == 0:
+                        order.append(j)
+        else:
+            ready = [(stable_key(i), i) for i in range(n) if indegree[i] == 0]
+            heapq.heapify(ready)
+            while ready:
+                _, i = heapq.heappop(ready)
+                order.append(i)
+                for j in succ[i]:
+                    indegree[j] -= 1
+                    if indegree[j] == 0:
+                        heapq.heappush(ready, (stable_key(j), j))
         remaining = [i for i in range(n) if indegree[i] > 0]
         return order, remaining
 
@@ -279,7 +408,7 @@ class GraphView:
         return None
 
     def _succ_for_cycle(self, i, candidates, skip_back_edges):
-        if skip_back_edges and self.nodes[i].op in LOOP_BACK_EDGE_OPS:
+        if skip_back_edges and self.ops[i] in LOOP_BACK_EDGE_OPS:
             return []
         return [j for j in self.successors(i) if j in candidates]
 
