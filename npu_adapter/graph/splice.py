@@ -41,6 +41,13 @@ class SplicePlan(collections.namedtuple(
 
 
 def _node_bytes(node):
+    """Serialisation used to decide whether a node changed. Colocation groups (``_class``) are
+    ignored: the rewrite drops references to nodes outside the client graph so that the
+    rewritten GraphDef imports on its own, and that alone must not make a stateful node (an
+    iterator colocated with its dataset, say) look changed and get duplicated."""
+    if "_class" in node.attr:
+        node = type(node).FromString(node.SerializeToString())
+        del node.attr["_class"]
     return node.SerializeToString(deterministic=True)
 
 
