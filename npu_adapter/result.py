@@ -15,9 +15,11 @@ from npu_adapter.annotations import (
 __all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph",
            "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "CLUSTER_FUNCTION_ATTRS"]
 
+KEEP_DTYPE_ATTR = "_keep_dtype"
 CLUSTER_INPUTS_ATTR = "_npu_adapter_inputs"
 CLUSTER_OUTPUTS_ATTR = "_npu_adapter_outputs"
 CLUSTER_GEARS_ATTR = "_npu_adapter_gears"
+CLUSTER_GEAR_PATTERNS_ATTR = "_npu_adapter_gear_patterns"
 # Attrs naming the function a cluster node calls, before and after lowering.
 CLUSTER_FUNCTION_ATTRS = ("function", "f")
 
@@ -31,9 +33,22 @@ class ClusterInfo:
         nodes: names of the original nodes inside, in GraphDef order.
         inputs: original tensor names entering the cluster, in argument order.
         outputs: original tensor names leaving it (or fetched), in output order.
-        gears: the gear table when gears were inserted (tuple of per-input shape tuples).
+        gears: the gear table when gears were inserted: one entry per gear, each a tuple of
+            ``(input tensor name, shape)`` pairs.
         op: the op of the cluster node in the final graph (``GeOp`` before lowering).
+        gear_patterns: per dynamic input, ``(tensor name, dims)`` with ``-1`` for the dynamic
+            dims (empty without gears).
     """
+
+    def gear_table(self):
+        """The :class:`~npu_adapter.gears.GearTable` of this cluster (None without gears)."""
+        if not self.gears:
+            return None
+        from npu_adapter.gears import GearTable
+
+        return GearTable(tuple(name for name, _ in self.gear_patterns),
+                         tuple(dims for _, dims in self.gear_patterns),
+                         tuple(tuple(shape for _, shape in gear) for gear in self.gears))
 
     name: str
     nodes: tuple
@@ -41,6 +56,7 @@ class ClusterInfo:
     outputs: tuple
     gears: tuple = ()
     op: str = GEOP_OP
+    gear_patterns: tuple = ()
 
     @property
     def size(self):
@@ -59,6 +75,15 @@ def _function_of(node):
     return None
 
 
+def _parse_gear(text):
+    """``"data:0:1,20;label:0:1,20"`` → ``(("data:0", (1, 20)), ("label:0", (1, 20)))``."""
+    entries = []
+    for part in text.split(";"):
+        name, _, dims = part.rpartition(":")
+        entries.append((name, tuple(int(d) for d in dims.split(",") if d.strip())))
+    return tuple(entries)
+
+
 def clusters_from_graph(graph_def):
     """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order)."""
     functions = {f.signature.name: f for f in graph_def.library.function}
@@ -73,8 +98,7 @@ def clusters_from_graph(graph_def):
             members = tuple(n.name for n in fdef.node_def if not n.name.endswith("_copied"))
         gears = ()
         if CLUSTER_GEARS_ATTR in node.attr:
-            gears = tuple(tuple(int(d) for d in s.decode().split(",") if d)
-                          for s in node.attr[CLUSTER_GEARS_ATTR].list.s)
+            gears = tuple(_parse_gear(s.decode()) for s in node.attr[CLUSTER_GEARS_ATTR].list.s)
         found.append(ClusterInfo(
             name=node.name,
             nodes=members,
@@ -84,6 +108,9 @@ def clusters_from_graph(graph_def):
             if CLUSTER_OUTPUTS_ATTR in node.attr else (),
             gears=gears,
             op=node.op,
+            gear_patterns=_parse_gear(";".join(
+                s.decode() for s in node.attr[CLUSTER_GEAR_PATTERNS_ATTR].list.s))
+            if CLUSTER_GEAR_PATTERNS_ATTR in node.attr else (),
         ))
     return found
 
@@ -104,8 +131,10 @@ def placement_from_graph(graph_def, original_names, default_reason="not_rewritte
             for body in fdef.node_def:
                 placement = get_placement(body)
                 reason = placement[1] if placement else "supported"
-                where.setdefault(body.name, {"device": DEVICE_NPU, "cluster": node.name,
-                                             "reason": reason})
+                entry = {"device": DEVICE_NPU, "cluster": node.name, "reason": reason}
+                if KEEP_DTYPE_ATTR in body.attr:
+                    entry["keep_dtype"] = True
+                where.setdefault(body.name, entry)
             continue
         placement = get_placement(node)
         if placement is not None:
@@ -114,6 +143,10 @@ def placement_from_graph(graph_def, original_names, default_reason="not_rewritte
             if cluster is None:
                 device = DEVICE_HOST
             where[node.name] = {"device": device, "cluster": cluster, "reason": reason}
+            if KEEP_DTYPE_ATTR in node.attr:
+                # keep_tensors_dtypes / keep_dtype_scope: GE keeps the op's dtype under
+                # mixed precision; the CPU reference honours it when emulating precision.
+                where[node.name]["keep_dtype"] = True
     result = {}
     for name in original_names:
         result[name] = where.get(name, {"device": DEVICE_HOST, "cluster": None,

@@ -24,6 +24,7 @@ import itertools
 import threading
 import weakref
 
+import numpy as np
 import tensorflow as tf
 
 from npu_adapter.errors import RewriteError
@@ -55,10 +56,15 @@ def _graph_state(graph):
         return _GRAPH_COUNTERS[graph], _GRAPH_LOCKS[graph]
 
 
+# lazy_recompile keeps at most this many shape specialisations per signature (spec §6.3).
+LAZY_CACHE_SIZE = 10
+
+
 class _Signature:
     """The cached rewrite of one run signature."""
 
-    __slots__ = ("ready", "error", "tensor_map", "op_map", "result")
+    __slots__ = ("ready", "error", "tensor_map", "op_map", "result", "lazy", "gears",
+                 "specs", "seen_shapes", "feeds")
 
     def __init__(self):
         self.ready = threading.Event()
@@ -66,6 +72,29 @@ class _Signature:
         self.tensor_map = {}   # user tensor name -> tensor in the session graph
         self.op_map = {}       # user op name -> op in the session graph
         self.result = None     # RewriteResult (None when nothing was rewritten)
+        self.lazy = False      # a cluster runs in lazy_recompile mode
+        self.gears = []        # (cluster name, GearTable, policy) of clusters with gears
+        self.specs = {}        # lazy_recompile: shape key -> [entry, use count, age]
+        self.seen_shapes = set()  # every shape key ever specialised (to count re-specialising)
+        self.feeds = ()        # fed tensor names (sorted), the order of shape keys
+
+
+def _lazy_and_gears(result):
+    """Whether a rewrite has lazy_recompile clusters, and its gear tables."""
+    from npu_adapter.result import CLUSTER_GEARS_ATTR
+
+    lazy = False
+    gears = []
+    for node in result.graph_def.node:
+        attrs = node.attr
+        if attrs.get("_dynamic_input") is not None and attrs["_dynamic_input"].s == b"1" and \
+                attrs.get("_dynamic_graph_execute_mode") is not None and \
+                attrs["_dynamic_graph_execute_mode"].s == b"lazy_recompile":
+            lazy = True
+        if CLUSTER_GEARS_ATTR in attrs:
+            table = result.cluster(node.name).gear_table()
+            gears.append((node.name, table, attrs["_npu_adapter_gear_policy"].s.decode()))
+    return lazy, gears
 
 
 def _fetch_mapper(graph, fetches):
@@ -95,6 +124,41 @@ def _fed_tensors(graph, feed_keys):
     return sorted(set(names))
 
 
+def _feeds_by_name(graph, feed_dict):
+    """Fed values by tensor name (composite keys such as SparseTensor are skipped)."""
+    fed = {}
+    for key, value in (feed_dict or {}).items():
+        try:
+            element = graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+        except (TypeError, ValueError, KeyError):
+            continue
+        fed[element.name] = value
+    return fed
+
+
+def _pin_fed_shapes(result, shapes):
+    """A copy of ``result`` whose cluster functions see the fed tensors with static shapes."""
+    import copy
+
+    from npu_adapter.graph.functions import pin_arg_shapes
+    from npu_adapter.result import CLUSTER_INPUTS_ATTR
+
+    graph_def = type(result.graph_def)()
+    graph_def.CopyFrom(result.graph_def)
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    for node in graph_def.node:
+        if CLUSTER_INPUTS_ATTR not in node.attr:
+            continue
+        inputs = [s.decode() for s in node.attr[CLUSTER_INPUTS_ATTR].list.s]
+        pins = {k: shapes[name] for k, name in enumerate(inputs) if name in shapes}
+        fname = node.attr["f"].func.name if "f" in node.attr else node.attr["function"].func.name
+        if pins and fname in functions:
+            functions[fname].CopyFrom(pin_arg_shapes(functions[fname], pins))
+    pinned = copy.copy(result)
+    pinned.graph_def = graph_def
+    return pinned
+
+
 class _NpuRunMixin:
     """``run``/``make_callable`` that go through the per-signature rewrite."""
 
@@ -107,6 +171,9 @@ class _NpuRunMixin:
         self._npu_signatures = {}
         self._npu_lock = threading.Lock()
         self._npu_rewrites = 0
+        self._npu_gear_stats = {}
+        self._npu_lazy_stats = {"specializations": 0, "respecializations": 0, "evictions": 0,
+                                "hits": 0}
 
     @property
     def npu_config(self):
@@ -117,6 +184,26 @@ class _NpuRunMixin:
     def npu_rewrite_count(self):
         """How many run signatures this session has rewritten so far."""
         return self._npu_rewrites
+
+    def npu_gear_stats(self):
+        """Per cluster with gears: runs, runs per gear, elements fed and elements computed
+        (padded), and the padding waste ratio ``1 - fed / computed``. Only fed inputs are
+        counted (dataset inputs are not visible to the session)."""
+        with self._npu_lock:
+            out = {}
+            for name, st in self._npu_gear_stats.items():
+                computed = st["padded_elements"]
+                out[name] = dict(st, gear_counts=dict(st["gear_counts"]),
+                                 waste_ratio=(1 - st["actual_elements"] / computed)
+                                 if computed else 0.0)
+            return out
+
+    def npu_lazy_stats(self):
+        """lazy_recompile: specialisations built (first time per shape), re-specialisations
+        (a shape evicted earlier came back), evictions (least frequently used first, at most
+        ``LAZY_CACHE_SIZE`` kept per signature) and cache hits."""
+        with self._npu_lock:
+            return dict(self._npu_lazy_stats)
 
     def npu_rewrite_result(self, fetches, feed_dict=None):
         """The :class:`~npu_adapter.result.RewriteResult` used for this signature (or None)."""
@@ -153,7 +240,7 @@ class _NpuRunMixin:
                 raise entry.error
         return entry
 
-    def _npu_build(self, entry, tensors, ops, feeds):
+    def _npu_build(self, entry, tensors, ops, feeds, shapes=None):
         from npu_adapter.api import rewrite
         from npu_adapter.graph.splice import splice_into_graph
 
@@ -173,9 +260,15 @@ class _NpuRunMixin:
                 error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
                 raise error_cls(None, None, str(exc)) from exc
             entry.result = result
+            entry.feeds = feeds
+            if shapes is None:
+                entry.lazy, entry.gears = _lazy_and_gears(result)
             if not result.clusters and not result.modified:
                 self._npu_rewrites += 1
                 return
+            if shapes:
+                result = _pin_fed_shapes(result, shapes)
+                entry.result = result
             finalized = graph.finalized
             if finalized:
                 graph._unsafe_unfinalize()  # MonitoredSession finalizes graphs
@@ -193,6 +286,66 @@ class _NpuRunMixin:
                 entry.op_map[name] = graph.get_operation_by_name(
                     rename(result.op_map.get(name, name)))
             self._npu_rewrites += 1
+
+    def _npu_count_gears(self, entry, fed):
+        for cluster, table, policy in entry.gears:
+            try:
+                shapes = [np.shape(fed[name]) for name in table.names]
+            except KeyError:
+                continue  # an input is not fed (e.g. a dataset): not visible here
+            g = table.select(shapes, policy)
+            if g is None:
+                continue  # the run fails in the graph with the gear error
+            fed_elements = sum(int(np.prod(s)) for s in shapes)
+            with self._npu_lock:
+                st = self._npu_gear_stats.setdefault(cluster, {
+                    "runs": 0, "gear_counts": {}, "actual_elements": 0, "padded_elements": 0,
+                    "policy": policy})
+                st["runs"] += 1
+                st["gear_counts"][g] = st["gear_counts"].get(g, 0) + 1
+                st["actual_elements"] += fed_elements
+                st["padded_elements"] += table.elements(g)
+
+    def _npu_specialize(self, entry, elements, fed):
+        """lazy_recompile: the rewrite specialised to the fed shapes (LFU cache of
+        ``LAZY_CACHE_SIZE`` per signature), built on first use of a shape."""
+        key = tuple(tuple(np.shape(fed[name])) if name in fed else None for name in entry.feeds)
+        with self._npu_lock:
+            slot = entry.specs.get(key)
+            if slot is not None:
+                slot[1] += 1
+                self._npu_lazy_stats["hits"] += 1
+                spec = slot[0]
+        if slot is not None:
+            spec.ready.wait()
+            if spec.error is not None:
+                raise spec.error
+            return spec
+        spec = _Signature()
+        tensors = tuple(sorted({e.name for e in elements if isinstance(e, tf.Tensor)}))
+        ops = tuple(sorted({e.name for e in elements if isinstance(e, tf.Operation)}))
+        shapes = {name: shape for name, shape in zip(entry.feeds, key) if shape is not None}
+        with self._npu_lock:
+            stats = self._npu_lazy_stats
+            stats["respecializations" if key in entry.seen_shapes else "specializations"] += 1
+            entry.seen_shapes.add(key)
+            live = list(entry.specs)
+            if len(live) >= LAZY_CACHE_SIZE:
+                # Evict the least frequently used shape (oldest first among equals).
+                victim = min(live, key=lambda k: (entry.specs[k][1], entry.specs[k][2]))
+                del entry.specs[victim]
+                stats["evictions"] += 1
+            entry.specs[key] = [spec, 1, stats["specializations"] + stats["respecializations"]]
+        try:
+            self._npu_build(spec, tensors, ops, entry.feeds, shapes=shapes)
+        except BaseException as exc:
+            spec.error = exc
+            with self._npu_lock:
+                entry.specs.pop(key, None)
+            raise
+        finally:
+            spec.ready.set()
+        return spec
 
     def _npu_map(self, entry, elements):
         mapped = []
@@ -213,6 +366,12 @@ class _NpuRunMixin:
         mapper = _fetch_mapper(self.graph, fetches)
         elements = mapper.unique_fetches()
         entry = self._npu_signature(elements, list(feed_dict or ()))
+        if entry.lazy or entry.gears:
+            fed = _feeds_by_name(self.graph, feed_dict)
+            if entry.gears:
+                self._npu_count_gears(entry, fed)
+            if entry.lazy:
+                entry = self._npu_specialize(entry, elements, fed)
         if entry.result is None or not entry.tensor_map and not entry.op_map:
             return super().run(fetches, feed_dict, options, run_metadata)
         values = super().run(self._npu_map(entry, elements), feed_dict, options, run_metadata)
@@ -253,6 +412,33 @@ class NpuInteractiveSession(_NpuRunMixin, _ORIGINAL["InteractiveSession"]):
         super().__init__(target, graph, config)
 
 
+def _session_homes():
+    """Every module object through which scripts reach the TF1 session classes.
+
+    ``tensorflow.compat.v1`` and ``tensorflow._api.v2.compat.v1`` can be different objects
+    (importing tf_keras replaces one of them), and ``tf.compat.v1`` is looked up afresh, so all
+    of them are patched together.
+    """
+    import sys
+
+    homes = []
+    for module in (tf.compat.v1, sys.modules.get("tensorflow.compat.v1"),
+                   sys.modules.get("tensorflow._api.v2.compat.v1")):
+        if module is not None and not any(module is seen for seen in homes):
+            homes.append(module)
+    return homes
+
+
+def _set_classes(session_cls, interactive_cls):
+    for module in _session_homes():
+        module.Session = session_cls
+        module.InteractiveSession = interactive_cls
+    if hasattr(tf, "Session"):
+        tf.Session = session_cls
+    if hasattr(tf, "InteractiveSession"):
+        tf.InteractiveSession = interactive_cls
+
+
 def install():
     """Make ``tf.compat.v1.Session``/``InteractiveSession`` (and ``tf.Session``) NPU sessions.
 
@@ -260,24 +446,14 @@ def install():
     ``tf.Session``. Idempotent.
     """
     with _INSTALL_LOCK:
-        _tf1.Session = NpuSession
-        _tf1.InteractiveSession = NpuInteractiveSession
-        if hasattr(tf, "Session"):
-            tf.Session = NpuSession
-        if hasattr(tf, "InteractiveSession"):
-            tf.InteractiveSession = NpuInteractiveSession
+        _set_classes(NpuSession, NpuInteractiveSession)
         _INSTALLED[0] = True
 
 
 def uninstall():
     """Restore TensorFlow's own session classes."""
     with _INSTALL_LOCK:
-        _tf1.Session = _ORIGINAL["Session"]
-        _tf1.InteractiveSession = _ORIGINAL["InteractiveSession"]
-        if hasattr(tf, "Session"):
-            tf.Session = _ORIGINAL["Session"]
-        if hasattr(tf, "InteractiveSession"):
-            tf.InteractiveSession = _ORIGINAL["InteractiveSession"]
+        _set_classes(_ORIGINAL["Session"], _ORIGINAL["InteractiveSession"])
         _INSTALLED[0] = False
 
 

@@ -13,6 +13,7 @@ from . import (  # noqa: F401 - imported for registration
     encapsulate,
     finalize,
     in_out_pair,
+    insert_gears,
     lower,
     mark_candidates,
     read_graph_config,
@@ -30,7 +31,8 @@ __all__ = [
 ]
 
 DEFAULT_PIPELINE = (
-    "read_graph_config,mark_candidates,in_out_pair,cluster,encapsulate,lower,finalize"
+    "read_graph_config,mark_candidates,in_out_pair,cluster,encapsulate,insert_gears,lower,"
+    "finalize"
 )
 
 

@@ -52,9 +52,12 @@ def cluster_name(graph_num, k):
 class _Clusterer:
     """One clustering attempt over a fixed candidate set."""
 
-    def __init__(self, view, candidate, *, mix, lazy, block_getnext):
+    def __init__(self, view, candidate, *, mix, lazy, block_getnext, labels):
         self.view = view
         self.candidate = candidate
+        # Nodes of a subgraph_multi_dims_scope carry its index: they form clusters of their own
+        # (GE moves the scope into a subgraph), never merged with other nodes.
+        self.labels = labels
         self.mix = mix
         self.lazy = lazy
         self.block_getnext = block_getnext
@@ -90,6 +93,7 @@ class _Clusterer:
             return root
 
         candidate = self.candidate
+        labels = self.labels
         # A refused contraction A → B (another path A →* B exists) can only succeed later if A or
         # B has grown since (the path may then run inside the merged cluster), so each refusal
         # is remembered with the clusters' versions and not retried while they are unchanged.
@@ -112,6 +116,8 @@ class _Clusterer:
                 if len(sources) > 1:
                     sources.sort(key=lambda x: cycles.rank[find(x)], reverse=True)
                 for src in sources:
+                    if labels[src] != labels[dst]:
+                        continue
                     a, b = find(src), find(dst)
                     if a == b or not cycles.has_edge(a, b):
                         continue
@@ -158,21 +164,28 @@ class _Clusterer:
         k = len(clusters)
         into, out_of = _cluster_reachability(cycles, [rep for rep, _ in clusters])
         full_offload = not self.mix and not self.lazy
+        label = [self.labels[members[0]] for _, members in clusters]
         taken = [False] * k
         result = []
+        target_done = False
         for t in range(k):
             if taken[t]:
                 continue
             taken[t] = True
+            if full_offload and label[t] is None and target_done:
+                # Full offload keeps one (unlabelled) cluster: the largest mergeable set.
+                for i in clusters[t][1]:
+                    dropped[i] = "not_in_largest_cluster"
+                continue
             group = [t]
             group_bits = 1 << t
             cur_in, cur_out = into[t], out_of[t]
             for m in range(t + 1, k):
-                if taken[m]:
+                if taken[m] or label[m] != label[t]:
                     continue
                 bit = 1 << m
                 if cur_in & bit or cur_out & bit:
-                    if full_offload:
+                    if full_offload and label[t] is None:
                         for i in clusters[m][1]:
                             dropped[i] = "not_in_largest_cluster"
                         taken[m] = True
@@ -187,8 +200,8 @@ class _Clusterer:
                 cur_out |= out_of[m]
             members = sorted(i for g in group for i in clusters[g][1])
             result.append((clusters[t][0], members))
-            if full_offload:
-                break
+            if label[t] is None:
+                target_done = True
             # Close the relation through the new merged node for the groups still to come.
             for x in _bits(cur_in):
                 out_of[x] |= cur_out | group_bits
@@ -228,6 +241,16 @@ def _cluster_reachability(cycles, reps):
         for j in _bits(mask):
             out_of[j] |= 1 << k
     return into, out_of
+
+
+def _scope_labels(view):
+    """Per node, its ``_subgraph_multi_dims_index`` (None outside any such scope)."""
+    labels = [None] * len(view.ops)
+    for i, node in enumerate(view.nodes):
+        value = node.attr.get("_subgraph_multi_dims_index")
+        if value is not None:
+            labels[i] = value.i
+    return labels
 
 
 def _group_split(groups, cluster_of, candidate):
@@ -284,11 +307,12 @@ class ClusterPass(PassBase):
         if max_clusters < 0:
             max_clusters = int(config.npu_adapter_max_clusters)
         groups = _atomic_groups(view)
+        labels = _scope_labels(view)
         ipl = int(config.iterations_per_loop)
         enable_dp = bool(config.enable_data_pre_proc)
 
         for _attempt in range(len(groups) + 1):
-            clusterer = _Clusterer(view, candidate, mix=mix, lazy=lazy,
+            clusterer = _Clusterer(view, candidate, mix=mix, lazy=lazy, labels=labels,
                                    block_getnext=graph_config.is_dynamic_getnext)
             clusters, dropped = clusterer.run()
             if min_size > 1:
