@@ -14,6 +14,10 @@ PACKAGES = [
     "npu_adapter.testing",
     "npu_adapter.third_party",
     "npu_bridge",
+    "npu_bridge.estimator",
+    "npu_bridge.estimator.npu",
+    "npu_bridge.hccl",
+    "npu_bridge.hccl.manage",
 ]
 
 setup(

@@ -1,0 +1,53 @@
+"""npu_bridge: the TF Adapter's Python package, as a drop-in for TF1.15 scripts on TensorFlow 2.
+
+Importing ``npu_bridge`` (or any of its modules) prepares TensorFlow for TF1.15 scripts:
+
+1. ``TF_USE_LEGACY_KERAS=1`` is set (``os.environ.setdefault``) before TensorFlow is imported,
+   so ``tf.compat.v1.layers`` works on TensorFlow >= 2.16 (it needs Keras 2, ``tf_keras``);
+   this takes effect unless ``tf.keras`` was used before.
+2. The TF1 names scripts use are put back on ``tf`` (:mod:`npu_bridge._tf1_aliases`:
+   ``tf.Session``, ``tf.placeholder``, ``tf.train.AdamOptimizer``, ``tf.layers``, ...).
+3. The NPU session is installed (:func:`npu_adapter.install`): ``tf.Session`` and
+   ``tf.compat.v1.Session`` create :class:`npu_adapter.NpuSession`, as the original patches
+   ``tf.Session`` on import.
+
+Eager execution is left alone; :mod:`npu_bridge.npu_init` (``from npu_bridge.npu_init import
+*``) turns it off, because TF1.15 scripts assume graph mode.
+
+Subpackages mirror the original: :mod:`npu_bridge.estimator` (``npu_ops``, ``npu_unary_ops``,
+``npu.{npu_scope, util, npu_config, npu_hook, npu_optimizer, npu_estimator, ...}``) and
+:mod:`npu_bridge.hccl` (``hccl_ops``, ``manage.api``). There is no ``_tf_adapter.so``: everything
+is Python and TensorFlow ops, running a single rank.
+"""
+
+import contextlib
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+if os.environ["TF_USE_LEGACY_KERAS"] == "1":
+    # tf_keras runs `import tensorflow.compat.v1`, which rebinds tf.compat.v1 to a new module
+    # object; import it first so the aliases and the session see the final one.
+    with contextlib.suppress(ImportError):
+        import tf_keras  # noqa: F401
+
+import npu_adapter
+from npu_bridge import _tf1_aliases
+
+
+def _install_npu_session():
+    """``npu_adapter.install()``: every TF1 session class becomes the NPU session (it patches
+    all ``tf.compat.v1`` module objects, which tf_keras can duplicate)."""
+    npu_adapter.install()
+
+
+_tf1_aliases.install()
+_install_npu_session()
+
+from npu_bridge import estimator, hccl  # noqa: E402
+from npu_bridge.estimator.npu import npu_estimator  # noqa: E402, F401 - imported as the original
+
+version = "v1.15.0"
+"""The version of the original adapter this package stands in for."""
+
+__all__ = ["estimator", "hccl", "version"]
