@@ -29,7 +29,8 @@ import tensorflow as tf
 
 from npu_adapter.errors import RewriteError
 
-__all__ = ["NpuSession", "NpuInteractiveSession", "install", "uninstall", "is_installed"]
+__all__ = ["NpuSession", "NpuInteractiveSession", "install", "uninstall", "is_installed",
+           "plain_session_class"]
 
 _tf1 = tf.compat.v1
 _ORIGINAL = {"Session": _tf1.Session, "InteractiveSession": _tf1.InteractiveSession}
@@ -460,3 +461,8 @@ def uninstall():
 def is_installed():
     """True between :func:`install` and :func:`uninstall`."""
     return _INSTALLED[0]
+
+
+def plain_session_class():
+    """TensorFlow's own ``Session`` class, whatever :func:`install` did (for comparisons)."""
+    return _ORIGINAL["Session"]

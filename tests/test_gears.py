@@ -11,7 +11,7 @@ from npu_adapter import rewrite
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError, RewriteError
 from npu_adapter.gears import GearTable
-from npu_adapter.session import LAZY_CACHE_SIZE, NpuSession
+from npu_adapter.session import LAZY_CACHE_SIZE, NpuSession, plain_session_class
 from npu_adapter.testing import assert_rewrite_equivalent
 
 tf1 = tf.compat.v1
@@ -225,7 +225,7 @@ def test_pad_up_without_unpad_returns_the_padded_rows():
     g = tf.Graph()
     with g.as_default():
         tf.graph_util.import_graph_def(res.graph_def, name="")
-    with tf1.Session(graph=g) as sess:
+    with plain_session_class()(graph=g) as sess:
         out = sess.run(res.tensor_map["probs:0"], {"x:0": np.ones((3, 16), np.float32)})
     assert out.shape == (4, 5)
 
@@ -318,7 +318,7 @@ def test_lazy_recompile_specialises_per_shape_with_lfu_eviction():
     with g.as_default():
         tf.graph_util.import_graph_def(gd, name="")
     config = NpuConfig.from_dict({}).to_config_proto()
-    with tf1.Session(graph=g) as plain:
+    with plain_session_class()(graph=g) as plain:
         def expected(rows):
             return plain.run("out:0", {"x:0": np.full((rows, 4), rows, np.float32)})
         with NpuSession(graph=g, config=config) as sess:

@@ -9,9 +9,11 @@ import tensorflow as tf
 import npu_adapter
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError
-from npu_adapter.session import NpuSession
+from npu_adapter.session import NpuSession, plain_session_class
 
 tf1 = tf.compat.v1
+# TensorFlow's session even if another test module imported npu_bridge (which installs ours).
+PlainSession = plain_session_class()
 
 
 def npu_config(**options):
@@ -44,7 +46,7 @@ def batch(seed=0):
 def test_twenty_sgd_steps_give_identical_losses(use_resource, mix):
     xs, ys = batch()
     losses = {}
-    for cls in (tf1.Session, NpuSession):
+    for cls in (PlainSession, NpuSession):
         graph, x, y, loss, train, init = sgd_graph(use_resource)
         with cls(graph=graph, config=npu_config(mix_compile_mode=mix)) as sess:
             sess.run(init)
@@ -53,7 +55,7 @@ def test_twenty_sgd_steps_give_identical_losses(use_resource, mix):
                 assert sess.npu_rewrite_count == 2  # init, and [loss, train]
                 result = sess.npu_rewrite_result([loss, train], {x: xs, y: ys})
                 assert result.clusters
-    plain, npu = losses[tf1.Session], losses[NpuSession]
+    plain, npu = losses[PlainSession], losses[NpuSession]
     assert [a.tobytes() for a in plain] == [b.tobytes() for b in npu]
     assert plain[-1] < plain[0]
 
@@ -146,7 +148,7 @@ def test_concurrent_runs_rewrite_each_signature_once():
         out = tf.nn.tanh(tf.matmul(x, w), name="out")
         other = tf.reduce_sum(out, name="other")
     data = np.random.RandomState(2).randn(4, 8).astype(np.float32)
-    with tf1.Session(graph=graph) as plain:
+    with PlainSession(graph=graph) as plain:
         expected = plain.run([out, other], {x: data})
     results = []
     errors = []
@@ -245,15 +247,20 @@ def test_lookup_tables_keep_one_state():
 
 
 def test_install_patches_and_uninstall_restores():
-    original = tf1.Session
-    npu_adapter.install()
+    from npu_adapter.session import is_installed
+
+    was_installed = is_installed()
     try:
+        npu_adapter.uninstall()
+        assert tf1.Session is PlainSession
+        npu_adapter.install()
         assert tf1.Session is NpuSession
         with tf1.Session(graph=tf.Graph(), config=npu_config()) as sess:
             assert isinstance(sess, NpuSession)
-    finally:
         npu_adapter.uninstall()
-    assert tf1.Session is original
+        assert tf1.Session is PlainSession
+    finally:
+        (npu_adapter.install if was_installed else npu_adapter.uninstall)()
 
 
 def test_rewrite_errors_surface_as_tensorflow_errors():

@@ -20,6 +20,13 @@ _tf1 = tf.compat.v1
 _VARIABLE_OPS = ("VariableV2", "Variable")
 
 
+def _plain_session(*args, **kwargs):
+    """TensorFlow's own Session, even while ``npu_adapter.install()`` is in effect."""
+    from npu_adapter.session import plain_session_class
+
+    return plain_session_class()(*args, **kwargs)
+
+
 def _state_ops(graph):
     """Build read/assign ops for every variable of ``graph``; returns a list of handles."""
     handles = []
@@ -82,7 +89,7 @@ def run_graph_def(graph_def, fetches, feeds=None, targets=(), init=(), session_c
     graph = tf.Graph()
     with graph.as_default():
         tf.graph_util.import_graph_def(graph_def, name="")
-    with _tf1.Session(graph=graph, config=session_config) as sess:
+    with _plain_session(graph=graph, config=session_config) as sess:
         for op in init:
             sess.run(op)
         feed_dict = {k if ":" in k else k + ":0": v for k, v in (feeds or {}).items()}
@@ -138,13 +145,13 @@ def assert_rewrite_equivalent(graph_def, config=None, feeds=None, fetches=None, 
     plain_targets = [graph.get_operation_by_name(t) for t in targets]
     new = [mapped_tensor(f) for f in fetches]
     new_targets = [mapped_op(t) for t in targets]
-    with _tf1.Session(graph=graph, config=session_config) as sess_a:
+    with _plain_session(graph=graph, config=session_config) as sess_a:
         for op in init:
             sess_a.run(op)
         state = _snapshot(sess_a, handles)
         expected = [sess_a.run(plain + plain_targets, feed_dict)[:len(plain)]
                     for _ in range(steps)]
-    with _tf1.Session(graph=graph, config=session_config) as sess_b:
+    with _plain_session(graph=graph, config=session_config) as sess_b:
         for op in init:
             sess_b.run(op)
         _restore(sess_b, handles, state)
