@@ -125,6 +125,29 @@ def _fed_tensors(graph, feed_keys):
     return sorted(set(names))
 
 
+_FAST_CACHE_SIZE = 1024
+_FAST_TYPES = (tf.Tensor, tf.Operation, str)
+
+
+def _fast_key(fetches, feed_dict):
+    """A hashable key for fetches that are a graph element or a flat list/tuple of them, plus the
+    feed keys; None for anything else (nested structures take the general path)."""
+    if isinstance(fetches, _FAST_TYPES):
+        fetch_key = fetches
+    elif isinstance(fetches, (list, tuple)) and all(isinstance(f, _FAST_TYPES) for f in fetches):
+        fetch_key = (type(fetches), tuple(fetches))
+    else:
+        return None
+    if not feed_dict:
+        return fetch_key, ()
+    try:
+        feed_key = tuple(feed_dict)
+        hash(feed_key)
+    except TypeError:
+        return None
+    return fetch_key, feed_key
+
+
 def _feeds_by_name(graph, feed_dict):
     """Fed values by tensor name (composite keys such as SparseTensor are skipped)."""
     fed = {}
@@ -170,6 +193,7 @@ class _NpuRunMixin:
         self._npu_enabled = bool(self._npu_config.present and self._npu_config.use_off_line
                                  and self._npu_config.job not in ("ps", "default"))
         self._npu_signatures = {}
+        self._npu_fast = {}
         self._npu_lock = threading.Lock()
         self._npu_rewrites = 0
         self._npu_gear_stats = {}
@@ -364,9 +388,17 @@ class _NpuRunMixin:
         """Run ``fetches`` like ``tf.compat.v1.Session.run``, on the rewritten graph."""
         if not self._npu_enabled:
             return super().run(fetches, feed_dict, options, run_metadata)
+        key = _fast_key(fetches, feed_dict)
+        hit = self._npu_fast.get(key) if key is not None else None
+        if hit is not None:
+            # Steady state: same fetch objects and feed keys as an earlier run.
+            mapper, mapped = hit
+            if mapper is None:
+                return super().run(fetches, feed_dict, options, run_metadata)
+            return mapper.build_results(super().run(mapped, feed_dict, options, run_metadata))
         mapper = _fetch_mapper(self.graph, fetches)
         elements = mapper.unique_fetches()
-        entry = self._npu_signature(elements, list(feed_dict or ()))
+        signature = entry = self._npu_signature(elements, list(feed_dict or ()))
         if entry.lazy or entry.gears:
             fed = _feeds_by_name(self.graph, feed_dict)
             if entry.gears:
@@ -374,9 +406,18 @@ class _NpuRunMixin:
             if entry.lazy:
                 entry = self._npu_specialize(entry, elements, fed)
         if entry.result is None or not entry.tensor_map and not entry.op_map:
+            self._npu_remember(key, signature, None, None)
             return super().run(fetches, feed_dict, options, run_metadata)
-        values = super().run(self._npu_map(entry, elements), feed_dict, options, run_metadata)
-        return mapper.build_results(values)
+        mapped = self._npu_map(entry, elements)
+        self._npu_remember(key, signature, mapper, mapped)
+        return mapper.build_results(super().run(mapped, feed_dict, options, run_metadata))
+
+    def _npu_remember(self, key, entry, mapper, mapped):
+        """Remember how to run this exact fetch/feed-key combination (not for signatures whose
+        mapping depends on the fed values: gears with statistics, lazy_recompile)."""
+        if key is None or entry.lazy or entry.gears or len(self._npu_fast) >= _FAST_CACHE_SIZE:
+            return
+        self._npu_fast[key] = (mapper, mapped)
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """``Session.make_callable`` on the rewritten graph (same calling convention)."""

@@ -19,12 +19,11 @@ nodes + edges (each node is pushed on a worklist at most once per rule round).
 """
 
 import collections
-import functools
 
 from tensorflow.core.framework import types_pb2
 
 from npu_adapter.annotations import WITHOUT_NPU_COMPILE_ATTR
-from npu_adapter.graph.types import base_type, is_ref_type, op_def_for
+from npu_adapter.graph.types import base_type, is_ref_type, may_reference_functions, op_def_for
 from npu_adapter.op_support import is_op_supported
 
 __all__ = [
@@ -51,17 +50,8 @@ _ITERATOR_OPS = frozenset({"Iterator", "IteratorV2"})
 _GETNEXT_OPS = frozenset({"IteratorGetNext", "GetNext"})
 
 
-@functools.cache
-def _may_have_func_attrs(op_type):
-    """Only ops whose OpDef declares a func-typed attr (or unknown ops) can reference functions."""
-    op_def = op_def_for(op_type)
-    if op_def is None:
-        return True
-    return any(a.type in ("func", "list(func)") for a in op_def.attr)
-
-
 def _func_names(node):
-    if not _may_have_func_attrs(node.op):
+    if not may_reference_functions(node.op):
         return
     for key in sorted(node.attr):
         value = node.attr[key]
@@ -110,7 +100,7 @@ class SupportOracle:
             without = bool(attr.b) if attr.HasField("b") else attr.s in (b"1", b"true", b"True")
         op = node.op
         cacheable = (not without and self.backend.per_op_node_support
-                     and op not in self.view.functions and not _may_have_func_attrs(op))
+                     and op not in self.view.functions and not may_reference_functions(op))
         if cacheable:
             key = (op, support_const)
             cached = self._per_op.get(key)

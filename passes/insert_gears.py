@@ -278,15 +278,19 @@ class InsertGearsPass(PassBase):
     name = "insert_gears"
 
     def run(self, graph_def, ctx):
+        config = ctx.get_config()
+        # Cheap checks first: most graphs have no gears, and indexing a big graph costs.
+        functions = {f.signature.name: f for f in graph_def.library.function}
+        cluster_functions = [n.attr["function"].func.name for n in graph_def.node
+                             if n.op == GEOP_OP]
+        if not cluster_functions:
+            return PassResult(graph_def, False, {"clusters": 0})
+        has_scopes = any(_SUBGRAPH_SHAPE_ATTR in body.attr
+                         for name in cluster_functions for body in functions[name].node_def)
+        if config.dims_trio() is None and not has_scopes:
+            return PassResult(graph_def, False, {"clusters": 0})
         view = ctx.graph_view(graph_def)
         geops = [i for i, op in enumerate(view.ops) if op == GEOP_OP]
-        if not geops:
-            return PassResult(graph_def, False, {"clusters": 0})
-        config = ctx.get_config()
-        has_scopes = any(_SUBGRAPH_SHAPE_ATTR in body.attr
-                         for i in geops
-                         for body in view.functions[
-                             view.nodes[i].attr["function"].func.name].node_def)
         if config.dims_trio() is not None:
             if has_scopes:
                 import warnings
@@ -296,11 +300,9 @@ class InsertGearsPass(PassBase):
                               "gears win, as in the original", UserWarning, stacklevel=2)
             plans = _whole_graph_plans(view, config, geops)
             source = "dynamic_dims"
-        elif has_scopes:
+        else:
             plans = _subgraph_plans(view, geops)
             source = "subgraph_multi_dims_scope"
-        else:
-            return PassResult(graph_def, False, {"clusters": 0})
         if not plans:
             return PassResult(graph_def, False, {"clusters": 0, "source": source})
         policy = config.npu_adapter_gear_policy or "exact"

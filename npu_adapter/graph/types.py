@@ -26,6 +26,7 @@ __all__ = [
     "node_input_types",
     "dtype_name",
     "output_port_names",
+    "may_reference_functions",
 ]
 
 REF_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
@@ -57,6 +58,16 @@ def dtype_name(dtype):
 def op_def_for(op_type):
     """The registered ``OpDef`` of ``op_type`` or ``None``."""
     return op_def_registry.get(op_type)
+
+
+@functools.cache
+def may_reference_functions(op_type):
+    """Whether nodes of ``op_type`` can carry func-valued attrs: their OpDef declares a
+    ``func``/``list(func)`` attr, or the op is unknown (could be anything)."""
+    op_def = op_def_for(op_type)
+    if op_def is None:
+        return True
+    return any(a.type in ("func", "list(func)") for a in op_def.attr)
 
 
 def is_stateful_op(op_type, library_functions=None):

@@ -8,6 +8,7 @@ import collections
 
 from npu_adapter.errors import GraphInvariantError
 from npu_adapter.graph.names import is_valid_node_name, node_name_of
+from npu_adapter.graph.types import may_reference_functions
 from npu_adapter.graph.view import GraphView
 
 __all__ = ["Violation", "verify_graph", "check_graph"]
@@ -25,6 +26,8 @@ class Violation(collections.namedtuple("Violation", ["kind", "node", "message"])
 def _referenced_functions(node_defs):
     """Names of functions referenced from func-valued attrs of ``node_defs`` (with node names)."""
     for node in node_defs:
+        if not may_reference_functions(node.op):
+            continue  # its OpDef declares no func attr: skip reading its attrs
         for attr_name in sorted(node.attr):
             value = node.attr[attr_name]
             if value.HasField("func"):
