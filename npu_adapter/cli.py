@@ -5,8 +5,9 @@ Subcommands are added by functions ``add_<name>_command(subparsers)`` listed in
 ``handler(args) -> exit code``. :func:`main` parses, dispatches and turns npu-adapter errors into a
 one-line message and exit code 2 (a traceback only with ``--verbose``).
 
-Implemented here: ``options`` (list the NpuOptimizer options, or check values). ``inspect`` and
-``convert`` plug in the same way.
+Implemented here: ``options`` (list the NpuOptimizer options, or check values) and ``inspect``
+(rewrite a model file and write its dumps and placement report). ``convert`` plugs in the same
+way.
 """
 
 import argparse
@@ -20,8 +21,8 @@ from npu_adapter.config import OPTION_SPECS, OPTIONS_BY_NAME, NpuConfig
 from npu_adapter.config.options import CATEGORIES, suggest_option
 from npu_adapter.errors import NpuAdapterError, NpuConfigError
 
-__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "add_options_command",
-           "build_parser", "main", "parse_option_value"]
+__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "add_inspect_command",
+           "add_options_command", "build_parser", "main", "parse_option_value"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -153,7 +154,196 @@ def add_options_command(subparsers):
     return parser
 
 
-COMMANDS = [add_options_command]
+# --------------------------------------------------------------------------------------------
+# inspect
+
+
+def _read_config_file(path, what):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        detail = getattr(exc, "strerror", None) or str(exc)
+        raise NpuConfigError(what, path, "a readable UTF-8 file", detail=detail) from None
+
+
+def _unknown_option_error(key, value, where):
+    match = suggest_option(key)
+    hint = f"did you mean {match!r}?" if match else "see `npu-adapter options`"
+    return NpuConfigError(key, value, "a known option name", detail=f"{where}; {hint}")
+
+
+def _config_from_json(path):
+    text = _read_config_file(path, "--config")
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NpuConfigError("--config", path, "a JSON object of NpuOptimizer options",
+                             detail=f"line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(options, dict):
+        raise NpuConfigError("--config", path, "a JSON object of NpuOptimizer options",
+                             detail=f"the file holds a JSON {type(options).__name__}")
+    for key, value in options.items():
+        if key not in OPTIONS_BY_NAME:
+            raise _unknown_option_error(key, value, f"in {path}")
+    return NpuConfig.from_dict(options)
+
+
+def _config_from_proto(path):
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import config_pb2
+
+    text = _read_config_file(path, "--config-proto")
+    proto = config_pb2.ConfigProto()
+    try:
+        text_format.Parse(text, proto)
+    except text_format.ParseError as exc:
+        raise NpuConfigError("--config-proto", path, "a text-format tf.compat.v1.ConfigProto",
+                             detail=str(exc)) from None
+    config = NpuConfig.from_config_proto(proto)
+    for key in config.unknown_keys():
+        raise _unknown_option_error(key, config.get(key), f"in {path}")
+    if not config.present:
+        sys.stderr.write(f"{_PROG}: warning: {path} has no custom optimizer named "
+                         "'NpuOptimizer': the graph is left as it is, as the original adapter "
+                         "does\n")
+    return config
+
+
+def _option_values(assignments):
+    values = {}
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise NpuConfigError(item, item, "key=value")
+        spec = OPTIONS_BY_NAME.get(key)
+        if spec is None:
+            raise _unknown_option_error(key, text, "given with --option")
+        if key in values:
+            raise NpuConfigError(key, text, "each option given once")
+        values[key] = parse_option_value(spec, text)
+    return values
+
+
+def _inspect_config(args):
+    if args.config:
+        config = _config_from_json(args.config)
+    elif args.config_proto:
+        config = _config_from_proto(args.config_proto)
+    else:
+        config = NpuConfig.from_dict({})
+    overrides = _option_values(args.option or ())
+    return config.replace(**overrides) if overrides else config
+
+
+def _progress_printer(enabled):
+    import time
+
+    start = time.perf_counter()
+
+    def report(message):
+        if enabled:
+            sys.stderr.write(f"{_PROG}: [{time.perf_counter() - start:7.1f}s] {message}\n")
+            sys.stderr.flush()
+
+    return report
+
+
+def _run_inspect(args):
+    import os
+
+    from npu_adapter import model_io
+    from npu_adapter.dump import dump_graphs
+
+    out_dir = args.out
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise NpuConfigError("--out", out_dir, "a directory", detail="a file of that name exists")
+    show = args.progress or (sys.stderr.isatty() and not args.quiet)
+    say = _progress_printer(show and not args.quiet)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = _inspect_config(args)
+    for warning in caught:
+        sys.stderr.write(f"{_PROG}: warning: {warning.message}\n")
+    say(f"loading {args.model}")
+    model = model_io.load_model(args.model, signature=args.signature,
+                                tags=args.tags.split(",") if args.tags else None)
+    say(f"loaded {model.kind}: {len(model.graph_def.node)} nodes"
+        + (f", signature {model.signature!r}" if model.signature else ""))
+    fetches, feeds = args.fetch, args.feed
+    if fetches is None and feeds is None and args.target is None:
+        fetches, feeds = model.fetches or None, model.feeds or None
+    backend = args.backend or config.get("npu_adapter_backend") or "cpu"
+    outcome = dump_graphs(model, config, out_dir, fetches=fetches, feeds=feeds,
+                          targets=args.target, backend=backend, run_name=args.run_name,
+                          html=not args.no_html, dot=not args.no_drawings,
+                          tensorboard=not args.no_tensorboard, renderer=args.renderer,
+                          timings=args.timings, progress=say, model_name=model.name)
+    summary = outcome.report["summary"]
+    out = sys.stdout
+    main_file = "report.html" if not args.no_html else "placement.json"
+    out.write(f"{os.path.join(out_dir, main_file)}\n")
+    out.write(f"  nodes: {summary['nodes']} ({summary['npu']} on the device in "
+              f"{summary['clusters']} cluster(s), {summary['host']} on the host)\n")
+    blockers = ", ".join(f"{b['reason']} {b['count']}" for b in summary["host_blockers"][:3])
+    if blockers:
+        out.write(f"  top host reasons: {blockers}\n")
+    if outcome.report["skip_reason"]:
+        out.write(f"  not rewritten: {outcome.report['skip_reason']}\n")
+    out.write(f"  {len(outcome.files)} files in {out_dir}\n")
+    return EXIT_OK
+
+
+def add_inspect_command(subparsers):
+    """``npu-adapter inspect MODEL [--config FILE.json|--config-proto FILE.pbtxt]
+    [--option k=v ...] [--backend NAME] [--fetch NAME ...] --out DIR``."""
+    parser = subparsers.add_parser(
+        "inspect", parents=[_common_parent()],
+        help="rewrite a model and write its per-pass graphs and placement report",
+        description="Rewrite MODEL (.pb, .pbtxt, .meta or a SavedModel directory) as a session "
+                    "would and write into DIR: every pass's input and output graph, "
+                    "final.pbtxt, placement.json (where each node runs and why), report.html, "
+                    "Graphviz drawings and TensorBoard runs. Exit 0 on success, 2 on invalid "
+                    "input (one-line error), 1 on an internal error.")
+    parser.add_argument("model", metavar="MODEL", help="model file or SavedModel directory")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--config", metavar="FILE.json",
+                        help="JSON object of NpuOptimizer options, e.g. "
+                             '{"mix_compile_mode": true}')
+    source.add_argument("--config-proto", metavar="FILE.pbtxt",
+                        help="text tf.compat.v1.ConfigProto with an NpuOptimizer entry")
+    parser.add_argument("--option", action="append", metavar="KEY=VALUE",
+                        help="set an option (repeatable; overrides --config)")
+    parser.add_argument("--backend", help="backend name (default: npu_adapter_backend, cpu)")
+    parser.add_argument("--fetch", action="extend", nargs="+", metavar="NAME",
+                        help="tensor to fetch (default: the model signature's outputs, else "
+                             "every sink)")
+    parser.add_argument("--feed", action="extend", nargs="+", metavar="NAME",
+                        help="tensor that is fed")
+    parser.add_argument("--target", action="extend", nargs="+", metavar="NAME",
+                        help="op to run")
+    parser.add_argument("--signature", help="SignatureDef key of a SavedModel or .meta")
+    parser.add_argument("--tags", help="SavedModel tag set, comma-separated (default: serve)")
+    parser.add_argument("--run-name", help="directory of the per-pass dumps (default graph_1)")
+    parser.add_argument("--renderer", choices=("auto", "dot", "builtin"), default="auto",
+                        help="graph layout: Graphviz dot when installed (auto), or built-in")
+    parser.add_argument("--no-html", action="store_true", help="do not write report.html")
+    parser.add_argument("--no-drawings", action="store_true",
+                        help="do not write graph/*.dot and *.svg")
+    parser.add_argument("--no-tensorboard", action="store_true",
+                        help="do not write the TensorBoard runs")
+    parser.add_argument("--timings", action="store_true",
+                        help="also write timings.json (wall times; not deterministic)")
+    parser.add_argument("--progress", action="store_true",
+                        help="print progress lines to stderr (default when stderr is a terminal)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    parser.set_defaults(handler=_run_inspect)
+    return parser
+
+
+COMMANDS = [add_options_command, add_inspect_command]
 """Functions that each add one subcommand to the sub-parsers of :func:`build_parser`."""
 
 

@@ -1,0 +1,418 @@
+"""``report.html``: the placement report as one self-contained page for a person to read.
+
+No network access is needed: CSS, JavaScript and the SVG drawings are inline. Sections:
+
+* summary: node counts, share on the device, clusters, bytes crossing the host/device boundary;
+* what keeps ops off the device: host reasons, most frequent first, with their op types;
+* op types: per op type, how many nodes run where;
+* clusters: size, op types, boundary tensors (dtype, shape, bytes), gears, and a drill-down
+  drawing of each (the overview drawing links to them);
+* the partitioned graph (coloured by cluster; collapsed to clusters and host scopes when large);
+* a node table with search: words match any column, ``field:text`` one column (``name``, ``op``,
+  ``device``, ``cluster``, ``reason``), ``field=text`` an exact value; all words must match.
+  The page opens with a query from its address (``report.html#q=op:Conv2D``); clicking a reason,
+  op type or cluster elsewhere in the page fills the search.
+
+The table is built by the page's script from JSON embedded in the page, a page of rows at a time,
+so graphs of 100k nodes stay responsive.
+"""
+
+import html
+import json
+
+from npu_adapter import __version__
+from npu_adapter.dump.drawing import cluster_colors
+
+__all__ = ["render_report_html", "format_bytes"]
+
+_MAX_OP_ROWS = 40
+
+
+def format_bytes(value):
+    """``1536`` → ``"1.5 KiB"``; None → ``"?"``."""
+    if value is None:
+        return "?"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"  # pragma: no cover - loop always returns
+
+
+def _bytes_text(total, per_example):
+    """``"1.5 KiB + 768 B × batch"`` from a fixed size and a per-example size (either None)."""
+    parts = []
+    if total is not None:
+        parts.append(format_bytes(total))
+    if per_example is not None:
+        parts.append(f"{format_bytes(per_example)} × batch")
+    return " + ".join(parts) or "?"
+
+
+def _e(value):
+    return html.escape(str(value), quote=True)
+
+
+def _shape(shape):
+    if shape is None:
+        return "unknown"
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def _q_link(text, query, title=None):
+    title_attr = f' title="{_e(title)}"' if title else ""
+    return f'<a href="#nodes" class="q" data-q="{_e(query)}"{title_attr}>{_e(text)}</a>'
+
+
+def _script_json(data):
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    # Inside <script>, "</" could end the element and "<!--" open a comment.
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _summary(report):
+    s = report["summary"]
+    b = s["boundary"]
+    share = f'{100 * s["npu_fraction"]:.1f}%'
+    moved = _bytes_text(b["bytes"] or None, b["bytes_per_example"] or None)
+    unknown = (f' (+{b["tensors_of_unknown_size"]} tensors of unknown size)'
+               if b["tensors_of_unknown_size"] else "")
+    rows = [
+        ("Nodes", f'{s["nodes"]}'),
+        ("On the device", f'{s["npu"]} ({share})'),
+        ("On the host", f'{s["host"]}'),
+        ("Clusters", f'{s["clusters"]}'),
+        ("Boundary tensors", f'{b["inputs"]} in, {b["outputs"]} out'),
+        ("Bytes crossing the boundary per step", moved + unknown),
+    ]
+    cells = "".join(f'<div class="card"><div class="k">{_e(k)}</div><div class="v">{_e(v)}'
+                    "</div></div>" for k, v in rows)
+    npu_pct = 100 * s["npu_fraction"]
+    bar = (f'<div class="bar" title="{_e(share)} of the nodes on the device">'
+           f'<span class="npu" style="width:{npu_pct:.2f}%"></span></div>')
+    note = ""
+    if not report["rewritten"]:
+        reason = report["skip_reason"] or "no node could go to the device"
+        note = f'<p class="warn">The graph was not rewritten: {_e(reason)}.</p>'
+    return f'<section id="summary"><h2>Summary</h2>{note}<div class="cards">{cells}</div>{bar}' \
+           "</section>"
+
+
+def _blockers(report):
+    rows = []
+    total = max(report["summary"]["nodes"], 1)
+    for b in report["summary"]["host_blockers"]:
+        ops = ", ".join(_q_link(f'{o["op"]} ×{o["count"]}', f'op={o["op"]} reason={b["reason"]}')
+                        for o in b["op_types"])
+        pct = 100 * b["count"] / total
+        rows.append(
+            f'<tr><td>{_q_link(b["reason"], "reason=" + b["reason"])}</td>'
+            f'<td class="n">{b["count"]}</td>'
+            f'<td><div class="mini"><span style="width:{pct:.2f}%"></span></div></td>'
+            f'<td>{_e(b["description"])}</td><td>{ops}</td></tr>')
+    if not rows:
+        body = "<p>Every node runs on the device.</p>"
+    else:
+        body = ('<table><thead><tr><th>Reason</th><th>Nodes</th><th>Share</th>'
+                "<th>What it means</th><th>Op types (most frequent first)</th></tr></thead>"
+                f'<tbody>{"".join(rows)}</tbody></table>')
+    return ('<section id="blockers"><h2>What keeps ops off the device</h2>'
+            "<p>Host nodes by reason, most frequent first. Click a reason or an op type to list "
+            f"its nodes.</p>{body}</section>")
+
+
+def _op_types(report):
+    rows = []
+    for entry in report["summary"]["by_op_type"]:
+        reasons = ", ".join(f"{_e(r)} ×{n}" for r, n in entry["host_reasons"].items())
+        rows.append(f'<tr><td>{_q_link(entry["op"], "op=" + entry["op"])}</td>'
+                    f'<td class="n">{entry["count"]}</td><td class="n">{entry["npu"]}</td>'
+                    f'<td class="n">{entry["host"]}</td><td>{reasons}</td></tr>')
+    head = ("<thead><tr><th>Op type</th><th>Nodes</th><th>Device</th><th>Host</th>"
+            "<th>Host reasons</th></tr></thead>")
+    shown = "".join(rows[:_MAX_OP_ROWS])
+    more = ""
+    if len(rows) > _MAX_OP_ROWS:
+        more = (f"<details><summary>{len(rows) - _MAX_OP_ROWS} more op types</summary>"
+                f'<table>{head}<tbody>{"".join(rows[_MAX_OP_ROWS:])}</tbody></table></details>')
+    return (f'<section id="op-types"><h2>Op types</h2><table>{head}<tbody>{shown}</tbody>'
+            f"</table>{more}</section>")
+
+
+def _tensor_table(records):
+    if not records:
+        return "<p>none</p>"
+    rows = "".join(
+        f'<tr><td class="mono">{_e(r["tensor"])}</td><td>{_e(r["dtype"])}</td>'
+        f'<td class="mono">{_e(_shape(r["shape"]))}</td>'
+        f'<td class="n">{_e(format_bytes(r["bytes"]))}'
+        + (f' <span class="dim">({_e(format_bytes(r["bytes_per_example"]))} per example)</span>'
+           if r["bytes_per_example"] is not None else "")
+        + "</td></tr>" for r in records)
+    return ("<table><thead><tr><th>Tensor</th><th>dtype</th><th>Shape</th><th>Bytes</th></tr>"
+            f"</thead><tbody>{rows}</tbody></table>")
+
+
+def _clusters(report, cluster_svgs):
+    if not report["clusters"]:
+        return '<section id="clusters"><h2>Clusters</h2><p>No cluster.</p></section>'
+    colors = cluster_colors([c["name"] for c in report["clusters"]])
+    rows = []
+    details = []
+    for c in report["clusters"]:
+        fill, stroke = colors[c["name"]]
+        swatch = f'<span class="sw" style="background:{fill};border-color:{stroke}"></span>'
+        ops = ", ".join(f'{_e(o["op"])} ×{o["count"]}' for o in c["op_types"][:6])
+        if len(c["op_types"]) > 6:
+            ops += ", …"
+        gears = "; ".join(",".join(str(d) for d in g) for g in c["gears"]) or "–"
+        rows.append(
+            f'<tr><td>{swatch}<a href="#cluster-{_e(c["name"])}">{_e(c["name"])}</a></td>'
+            f'<td class="n">{_q_link(str(c["size"]), "cluster=" + c["name"], "list its nodes")}'
+            f'</td><td>{ops}</td>'
+            f'<td class="n">{len(c["inputs"])} · '
+            f'{_e(_bytes_text(c["input_bytes"], c["input_bytes_per_example"]))}</td>'
+            f'<td class="n">{len(c["outputs"])} · '
+            f'{_e(_bytes_text(c["output_bytes"], c["output_bytes_per_example"]))}</td>'
+            f"<td>{_e(gears)}</td></tr>")
+        svg = cluster_svgs.get(c["name"])
+        drawing = (f'<div class="graph">{svg}</div>' if svg else
+                   '<p class="dim">Not drawn (only the largest clusters get a drawing); filter '
+                   f'the node table with {_q_link("cluster=" + c["name"], "cluster=" + c["name"])}'
+                   ".</p>")
+        details.append(
+            f'<details class="cluster" id="cluster-{_e(c["name"])}"><summary>{swatch}'
+            f'<b>{_e(c["name"])}</b> — {c["size"]} nodes, op {_e(c["op"])}</summary>'
+            f'<h4>Inputs (host → device)</h4>{_tensor_table(c["inputs"])}'
+            f'<h4>Outputs (device → host)</h4>{_tensor_table(c["outputs"])}'
+            f"<h4>Drawing</h4>{drawing}</details>")
+    table = ("<table><thead><tr><th>Cluster</th><th>Nodes</th><th>Op types</th>"
+             "<th>Inputs · bytes</th><th>Outputs · bytes</th><th>Gears</th></tr></thead>"
+             f'<tbody>{"".join(rows)}</tbody></table>')
+    return (f'<section id="clusters"><h2>Clusters</h2>{table}'
+            "<p>Bytes moved per step: fixed sizes plus per-example sizes times the batch size "
+            "where only the batch dim is unknown; ? marks unknown sizes.</p>"
+            f'{"".join(details)}</section>')
+
+
+def _graph(partition_svg, drawing, renderer):
+    if partition_svg is None:
+        return ""
+    note = ("The graph is large: each box is a cluster or a host name scope; click a cluster "
+            "for its drawing." if drawing.collapsed else
+            "Clusters are coloured groups; host nodes are grey; dashed arrows are control edges.")
+    return (f'<section id="graph"><h2>Partitioned graph</h2><p>{_e(note)} '
+            f'<span class="dim">Layout: {_e(renderer)}. Also in graph/{_e(drawing.name)}.svg '
+            'and .dot.</span> <button type="button" id="fit">Fit width</button></p>'
+            f'<div class="graph" id="main-graph">{partition_svg}</div></section>')
+
+
+def _options(report):
+    if not report["options"]:
+        opts = "<p>Defaults (no option given).</p>"
+    else:
+        rows = "".join(f'<tr><td class="mono">{_e(k)}</td><td class="mono">'
+                       f"{_e(v if isinstance(v, str) else json.dumps(v))}</td></tr>"
+                       for k, v in report["options"].items())
+        opts = f"<table><tbody>{rows}</tbody></table>"
+    sig = ""
+    if report["fetches"] or report["feeds"]:
+        sig = (f'<p>Fetches: <span class="mono">{_e(", ".join(report["fetches"]) or "–")}'
+               f'</span>; feeds: <span class="mono">{_e(", ".join(report["feeds"]) or "–")}'
+               "</span></p>")
+    return (f'<section id="options"><h2>Run</h2>{sig}<p>Pipeline: <span class="mono">'
+            f'{_e(report["pipeline"])}</span></p>{opts}</section>')
+
+
+def _table_data(report):
+    clusters = [c["name"] for c in report["clusters"]]
+    cluster_index = {name: k for k, name in enumerate(clusters)}
+    reasons = list(report["reasons"])
+    reason_index = {code: k for k, code in enumerate(reasons)}
+    colors = cluster_colors(clusters)
+    rows = []
+    for name, info in report["nodes"].items():
+        rows.append([name, info["op"], 1 if info["device"] == "npu" else 0,
+                     cluster_index.get(info["cluster"], -1), reason_index.get(info["reason"], -1)])
+    return {
+        "clusters": clusters,
+        "colors": [colors[c][0] for c in clusters],
+        "reasons": reasons,
+        "descriptions": [report["reasons"][r] for r in reasons],
+        "nodes": rows,
+    }
+
+
+_CSS = """
+:root{--npu:#2f6fd0;--host:#9a9a9a;--bg:#fafafa;--line:#e3e3e3}
+*{box-sizing:border-box}
+body{font:14px/1.45 -apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0;color:#222;
+background:var(--bg)}
+header{background:#1f2d3d;color:#fff;padding:14px 24px}
+header h1{margin:0;font-size:20px}header p{margin:4px 0 0;color:#c9d3de}
+nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:6px 24px;
+z-index:2}nav a{margin-right:16px;color:#1f5fbf;text-decoration:none}
+main{padding:8px 24px 40px;max-width:1400px}
+section{background:#fff;border:1px solid var(--line);border-radius:8px;padding:4px 16px 12px;
+margin:14px 0}
+h2{font-size:17px;margin:12px 0 8px}h4{margin:10px 0 4px}
+section,details{scroll-margin-top:44px}
+table{border-collapse:collapse;width:100%;margin:6px 0}
+th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #eee;vertical-align:top}
+th{background:#f3f5f8;font-weight:600;position:sticky;top:0}
+tbody tr:nth-child(even){background:#fbfbfd}
+td.n{text-align:right;white-space:nowrap}
+.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
+.dim{color:#777}.warn{background:#fff4d6;border:1px solid #f0d27a;padding:6px 10px;
+border-radius:6px}
+.cards{display:flex;flex-wrap:wrap;gap:10px}
+.card{border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:150px}
+.card .k{color:#666;font-size:12px}.card .v{font-size:20px;font-weight:600}
+.bar{height:12px;background:var(--host);border-radius:6px;overflow:hidden;margin:12px 0 4px}
+.bar .npu{display:block;height:100%;background:var(--npu)}
+.mini{width:120px;height:9px;background:#eee;border-radius:4px;overflow:hidden;margin-top:5px}
+.mini span{display:block;height:100%;background:#c23b3b}
+.sw{display:inline-block;width:12px;height:12px;border:1px solid;border-radius:3px;
+margin-right:6px;vertical-align:-1px}
+.graph{overflow:auto;max-height:80vh;border:1px solid var(--line);border-radius:6px;
+background:#fff;padding:6px}
+.graph.fit svg{width:100%;height:auto}
+details.cluster{border-top:1px solid var(--line);padding:6px 0}
+details.cluster summary{cursor:pointer}
+a.q{color:#1f5fbf;text-decoration:none}a.q:hover{text-decoration:underline}
+#search{width:min(520px,100%);padding:6px 10px;font-size:14px;border:1px solid #bbb;
+border-radius:6px}
+#nodes .tools{display:flex;gap:12px;align-items:center;flex-wrap:wrap;margin:6px 0}
+td.dev-npu{color:var(--npu);font-weight:600}td.dev-host{color:#666}
+#more{margin:8px 0}
+footer{color:#888;font-size:12px;padding:0 24px 20px}
+"""
+
+_JS = r"""
+(function(){
+"use strict";
+var data=JSON.parse(document.getElementById("report-data").textContent);
+var PAGE=500,limit=PAGE,matches=[];
+var DEV=["host","npu"],FIELDS=["name","op","device","cluster","reason"];
+var q=document.getElementById("search"),body=document.getElementById("node-rows");
+var count=document.getElementById("match-count"),more=document.getElementById("more");
+function fields(r){return [r[0],r[1],DEV[r[2]],r[3]<0?"":data.clusters[r[3]],
+  r[4]<0?"":data.reasons[r[4]]];}
+function parse(text){
+  return text.trim().split(/\s+/).filter(Boolean).map(function(tok){
+    var m=/^(name|op|device|cluster|reason)([:=])(.*)$/i.exec(tok);
+    if(m){return {f:FIELDS.indexOf(m[1].toLowerCase()),exact:m[2]==="=",v:m[3].toLowerCase()};}
+    return {f:-1,exact:false,v:tok.toLowerCase()};});
+}
+function test(t,vals){
+  if(t.f>=0){var x=vals[t.f].toLowerCase();return t.exact?x===t.v:x.indexOf(t.v)>=0;}
+  for(var i=0;i<vals.length;i++){if(vals[i].toLowerCase().indexOf(t.v)>=0)return true;}
+  return false;
+}
+function cell(tr,text,cls){var td=document.createElement("td");td.textContent=text;
+  if(cls)td.className=cls;tr.appendChild(td);return td;}
+function render(){
+  body.textContent="";
+  var n=Math.min(limit,matches.length),frag=document.createDocumentFragment();
+  for(var i=0;i<n;i++){
+    var r=data.nodes[matches[i]],v=fields(r),tr=document.createElement("tr");
+    cell(tr,v[0],"mono");cell(tr,v[1]);cell(tr,v[2],"dev-"+v[2]);
+    var c=cell(tr,v[3]);
+    if(r[3]>=0){var sw=document.createElement("span");sw.className="sw";
+      sw.style.background=data.colors[r[3]];c.insertBefore(sw,c.firstChild);}
+    var rc=cell(tr,v[4]);if(r[4]>=0)rc.title=data.descriptions[r[4]];
+    frag.appendChild(tr);
+  }
+  body.appendChild(frag);
+  count.textContent=matches.length+" of "+data.nodes.length+" nodes match"+
+    (matches.length>n?" (showing "+n+")":"");
+  more.style.display=matches.length>n?"":"none";
+}
+function run(){
+  var toks=parse(q.value);matches=[];limit=PAGE;
+  for(var i=0;i<data.nodes.length;i++){
+    var v=fields(data.nodes[i]),ok=true;
+    for(var k=0;k<toks.length&&ok;k++)ok=test(toks[k],v);
+    if(ok)matches.push(i);
+  }
+  render();
+}
+var timer=null;
+q.addEventListener("input",function(){clearTimeout(timer);timer=setTimeout(run,120);});
+more.addEventListener("click",function(){limit+=PAGE;render();});
+document.addEventListener("click",function(ev){
+  var a=ev.target.closest?ev.target.closest("a.q"):null;
+  if(a){ev.preventDefault();q.value=a.getAttribute("data-q");run();
+    document.getElementById("nodes").scrollIntoView();}
+});
+function openHash(){
+  var h=decodeURIComponent(location.hash.slice(1));
+  if(h.indexOf("q=")===0){q.value=h.slice(2);return true;}
+  var el=h?document.getElementById(h):null;
+  if(el&&el.tagName==="DETAILS"){el.open=true;}
+  return false;
+}
+window.addEventListener("hashchange",function(){if(openHash())run();});
+var fit=document.getElementById("fit");
+if(fit){fit.addEventListener("click",function(){
+  document.getElementById("main-graph").classList.toggle("fit");});}
+openHash();run();
+})();
+"""
+
+
+def render_report_html(report, *, partition_svg=None, partition_drawing=None, renderer="",
+                       cluster_svgs=None, title=None):
+    """The HTML text of the report page (deterministic for the same inputs).
+
+    Args:
+        report: the placement report (:func:`npu_adapter.dump.report.placement_report`).
+        partition_svg: SVG text of the partition drawing (None: no graph section).
+        partition_drawing: the :class:`~npu_adapter.dump.drawing.Drawing` it shows.
+        renderer: ``"dot"`` or ``"builtin"`` (shown in the page).
+        cluster_svgs: cluster name → SVG text of its drill-down.
+        title: page title (default: the model name).
+    """
+    name = title or report.get("model") or "graph"
+    s = report["summary"]
+    subtitle = (f'{s["nodes"]} nodes · {s["npu"]} on the device in {s["clusters"]} cluster(s) · '
+                f'{s["host"]} on the host · backend {report["backend"] or "?"}')
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Placement report: {_e(name)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<header><h1>Placement report: {_e(name)}</h1><p>{_e(subtitle)}</p></header>",
+        '<nav><a href="#summary">Summary</a><a href="#blockers">Host blockers</a>'
+        '<a href="#op-types">Op types</a><a href="#clusters">Clusters</a>'
+        + ('<a href="#graph">Graph</a>' if partition_svg else "")
+        + '<a href="#nodes">Nodes</a><a href="#options">Run</a></nav><main>',
+        _summary(report),
+        _blockers(report),
+        _op_types(report),
+        _clusters(report, cluster_svgs or {}),
+        _graph(partition_svg, partition_drawing, renderer),
+        '<section id="nodes"><h2>Nodes</h2><div class="tools">'
+        '<input id="search" type="search" autocomplete="off" spellcheck="false" '
+        'placeholder="Search: words, or name: op: device: cluster: reason: (= for exact)" '
+        'aria-label="Search nodes">'
+        '<span id="match-count" class="dim"></span></div>'
+        "<noscript><p>The node table needs JavaScript; placement.json has the same data.</p>"
+        "</noscript>"
+        "<table><thead><tr><th>Name</th><th>Op</th><th>Device</th><th>Cluster</th>"
+        '<th>Reason</th></tr></thead><tbody id="node-rows"></tbody></table>'
+        '<button type="button" id="more">Show more</button></section>',
+        _options(report),
+        "</main>",
+        f"<footer>npu-adapter {_e(__version__)} · {_e(REPORT_NOTE)}</footer>",
+        f'<script type="application/json" id="report-data">{_script_json(_table_data(report))}'
+        "</script>",
+        f"<script>{_JS}</script>",
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+REPORT_NOTE = "placement.json holds the same report for programs"

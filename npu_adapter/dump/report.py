@@ -1,0 +1,216 @@
+"""The placement report: where every node runs and why, as one JSON document.
+
+:func:`placement_report` turns a :class:`~npu_adapter.result.RewriteResult` and the graph the
+rewrite received into a dict (written as ``placement.json`` by ``dump_graphs``)::
+
+    {
+      "format": "npu_adapter.placement/1",
+      "model": ..., "backend": ..., "pipeline": ..., "options": {...explicit options...},
+      "fetches": [...], "feeds": [...], "rewritten": bool, "skip_reason": str | null,
+      "summary": {
+        "nodes", "npu", "host", "clusters", "npu_fraction",
+        "boundary": {"inputs", "outputs", "bytes", "bytes_per_example",
+                     "tensors_of_unknown_size"},
+        "by_reason":     [{"reason", "device", "count", "description"}, ...],
+        "host_blockers": [{"reason", "count", "description", "op_types": [{"op", "count"}]}, ...],
+        "by_op_type":    [{"op", "count", "npu", "host", "host_reasons": {code: count}}, ...]
+      },
+      "clusters": [{"name", "op", "size", "op_types", "inputs": [tensor record], "outputs": [...],
+                    "input_bytes", "input_bytes_per_example", "output_bytes",
+                    "output_bytes_per_example", "gears", "nodes": [...]}, ...],
+      "nodes": {name: {"op", "device", "cluster", "reason"}, ...},   # graph order
+      "reasons": {code: description}                                  # codes used above
+    }
+
+Lists are ordered most frequent first (ties by name), so ``host_blockers[0]`` is what keeps the
+most ops off the device. Tensor records are described in :mod:`npu_adapter.dump.shapes`. Sizes
+add up: a cluster's ``input_bytes`` is the sum of the inputs' known ``bytes`` (``null`` when none
+is known) and ``input_bytes_per_example`` the sum of the ``bytes_per_example`` of the inputs whose
+batch dim is unknown; so one step moves ``input_bytes + batch * input_bytes_per_example``. The
+summary's ``boundary`` adds up all clusters the same way (0 when nothing is known) and counts the
+tensors of unknown size.
+The report holds no timings, paths or other run-dependent values: the same rewrite gives the same
+JSON, byte for byte.
+"""
+
+import json
+
+from npu_adapter.annotations import DEVICE_HOST, DEVICE_NPU, REASON_DESCRIPTIONS
+from npu_adapter.dump.shapes import static_shapes, tensor_record
+
+__all__ = ["REPORT_FORMAT", "placement_report", "report_json", "boundary_dtypes"]
+
+REPORT_FORMAT = "npu_adapter.placement/1"
+_TOP_OP_TYPES = 10
+
+
+def _jsonable(value):
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if hasattr(value, "SerializeToString"):
+        from google.protobuf import text_format
+
+        return text_format.MessageToString(value, as_one_line=True)
+    return str(value)
+
+
+def _ranked(counts):
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def boundary_dtypes(graph_def):
+    """Cluster node name → ``(Tin list, Tout list)`` from the cluster nodes of ``graph_def``."""
+    found = {}
+    for node in graph_def.node:
+        if "_npu_adapter_inputs" in node.attr or "_npu_adapter_outputs" in node.attr:
+            found[node.name] = (list(node.attr["Tin"].list.type) if "Tin" in node.attr else [],
+                                list(node.attr["Tout"].list.type) if "Tout" in node.attr else [])
+    return found
+
+
+def _dtype_at(types, index):
+    return types[index] if index < len(types) else None
+
+
+def _sum_known(records, key="bytes"):
+    known = [r[key] for r in records if r[key] is not None]
+    return sum(known) if known else None
+
+
+def _cluster_records(result, graph_def, with_shapes):
+    dtypes = boundary_dtypes(result.graph_def)
+    names = []
+    for cluster in result.clusters:
+        names.extend(cluster.inputs)
+        names.extend(cluster.outputs)
+    shapes = static_shapes(graph_def, names) if with_shapes else {}
+    ops = {node.name: node.op for node in graph_def.node}
+    records = []
+    for cluster in result.clusters:
+        tin, tout = dtypes.get(cluster.name, ([], []))
+        inputs = [tensor_record(t, _dtype_at(tin, k), shapes.get(t))
+                  for k, t in enumerate(cluster.inputs)]
+        outputs = [tensor_record(t, _dtype_at(tout, k), shapes.get(t))
+                   for k, t in enumerate(cluster.outputs)]
+        op_types = {}
+        for name in cluster.nodes:
+            op = ops.get(name, "?")
+            op_types[op] = op_types.get(op, 0) + 1
+        records.append({
+            "name": cluster.name,
+            "op": cluster.op,
+            "size": cluster.size,
+            "op_types": [{"op": op, "count": n} for op, n in _ranked(op_types)],
+            "inputs": inputs,
+            "outputs": outputs,
+            "input_bytes": _sum_known(inputs),
+            "input_bytes_per_example": _sum_known(inputs, "bytes_per_example"),
+            "output_bytes": _sum_known(outputs),
+            "output_bytes_per_example": _sum_known(outputs, "bytes_per_example"),
+            "gears": [list(g) for g in cluster.gears],
+            "nodes": list(cluster.nodes),
+        })
+    return records
+
+
+def placement_report(result, graph_def, *, model=None, backend=None, config=None, fetches=(),
+                     feeds=(), shapes=True):
+    """The placement report of ``result`` (see the module docstring).
+
+    Args:
+        result: the :class:`~npu_adapter.result.RewriteResult`.
+        graph_def: the graph the rewrite worked on (the client graph of the run signature);
+            gives op types and, imported into TensorFlow, the static shapes at the boundaries.
+        model: a name for the model (shown as is; pass a base name, not an absolute path).
+        backend: the backend's name.
+        config: the ``NpuConfig`` used (its explicit options are listed).
+        fetches, feeds: the run signature.
+        shapes: False skips shape inference (shapes and sizes are then null).
+    """
+    ops = {node.name: node.op for node in graph_def.node}
+    nodes = {}
+    by_reason = {}
+    by_op = {}
+    host_ops_by_reason = {}
+    devices = {DEVICE_NPU: 0, DEVICE_HOST: 0}
+    for name, place in result.placement.items():
+        op = ops.get(name, "?")
+        device, reason, cluster = place["device"], place["reason"], place["cluster"]
+        nodes[name] = {"op": op, "device": device, "cluster": cluster, "reason": reason}
+        devices[device] = devices.get(device, 0) + 1
+        by_reason[(device, reason)] = by_reason.get((device, reason), 0) + 1
+        entry = by_op.setdefault(op, {"op": op, "count": 0, DEVICE_NPU: 0, DEVICE_HOST: 0,
+                                      "host_reasons": {}})
+        entry["count"] += 1
+        entry[device] = entry.get(device, 0) + 1
+        if device != DEVICE_NPU:
+            entry["host_reasons"][reason] = entry["host_reasons"].get(reason, 0) + 1
+            per_reason = host_ops_by_reason.setdefault(reason, {})
+            per_reason[op] = per_reason.get(op, 0) + 1
+    clusters = _cluster_records(result, graph_def, shapes)
+    total = len(nodes)
+    reason_rows = [
+        {"reason": reason, "device": device, "count": count,
+         "description": REASON_DESCRIPTIONS.get(reason, reason)}
+        for (device, reason), count in sorted(by_reason.items(),
+                                              key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))]
+    blockers = []
+    for reason, op_counts in host_ops_by_reason.items():
+        blockers.append({
+            "reason": reason,
+            "count": sum(op_counts.values()),
+            "description": REASON_DESCRIPTIONS.get(reason, reason),
+            "op_types": [{"op": op, "count": n} for op, n in _ranked(op_counts)[:_TOP_OP_TYPES]],
+        })
+    blockers.sort(key=lambda b: (-b["count"], b["reason"]))
+    op_rows = []
+    for entry in by_op.values():
+        entry["host_reasons"] = dict(_ranked(entry["host_reasons"]))
+        op_rows.append(entry)
+    op_rows.sort(key=lambda e: (-e[DEVICE_HOST], -e["count"], e["op"]))
+    inputs = [r for c in clusters for r in c["inputs"]]
+    outputs = [r for c in clusters for r in c["outputs"]]
+    boundary = inputs + outputs
+    used = sorted({r["reason"] for r in reason_rows})
+    options = {}
+    if config is not None:
+        options = {k: _jsonable(v) for k, v in config.to_dict().items()}
+    return {
+        "format": REPORT_FORMAT,
+        "model": model,
+        "backend": backend,
+        "pipeline": result.pipeline,
+        "options": options,
+        "fetches": list(fetches),
+        "feeds": list(feeds),
+        "rewritten": bool(result.modified),
+        "skip_reason": _jsonable(result.skip_reason),
+        "summary": {
+            "nodes": total,
+            "npu": devices.get(DEVICE_NPU, 0),
+            "host": total - devices.get(DEVICE_NPU, 0),
+            "clusters": len(clusters),
+            "npu_fraction": round(devices.get(DEVICE_NPU, 0) / total, 4) if total else 0.0,
+            "boundary": {
+                "inputs": len(inputs),
+                "outputs": len(outputs),
+                "bytes": _sum_known(boundary) or 0,
+                "bytes_per_example": _sum_known(boundary, "bytes_per_example") or 0,
+                "tensors_of_unknown_size": sum(1 for r in boundary if r["bytes"] is None
+                                               and r["bytes_per_example"] is None),
+            },
+            "by_reason": reason_rows,
+            "host_blockers": blockers,
+            "by_op_type": op_rows,
+        },
+        "clusters": clusters,
+        "nodes": nodes,
+        "reasons": {code: REASON_DESCRIPTIONS.get(code, code) for code in used},
+    }
+
+
+def report_json(report):
+    """Deterministic JSON text of a report (insertion order kept, newline at the end)."""
+    return json.dumps(report, indent=1, ensure_ascii=False) + "\n"

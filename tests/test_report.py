@@ -1,0 +1,320 @@
+"""Placement report (placement.json), report.html and the drawings; a real browser when present."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from graph_cases import without_npu_compile
+from tensorflow.core.framework import graph_pb2
+
+import npu_adapter
+from npu_adapter.annotations import REASON_DESCRIPTIONS
+from npu_adapter.dump import drawing as drawing_mod
+from npu_adapter.dump.html import format_bytes
+from npu_adapter.dump.layout import layered_positions
+from npu_adapter.dump.report import placement_report
+from npu_adapter.dump.shapes import static_shapes, tensor_record
+
+tf1 = tf.compat.v1
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MIX = {"mix_compile_mode": True}
+FETCHES = ["probs:0"]
+HAS_DOT = drawing_mod.dot_available() is not None
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for name in ("PRINT_MODEL", "DUMP_GE_GRAPH", "DUMP_GRAPH_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def cnn(batch=None):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [batch, 8, 8, 3], name="images")
+        w1 = tf.constant(np.full([3, 3, 3, 4], 0.5, np.float32), name="conv1/w")
+        y = tf.nn.relu(tf.nn.conv2d(x, w1, 1, "SAME", name="conv1/conv"), name="conv1/relu")
+        with without_npu_compile(g):
+            y = tf.identity(tf.math.sqrt(tf.abs(y) + 1.0, name="host/sqrt"), name="host/id")
+        w2 = tf.constant(np.full([3, 3, 4, 2], 0.25, np.float32), name="conv2/w")
+        y = tf.nn.relu(tf.nn.conv2d(y, w2, 1, "SAME", name="conv2/conv"), name="conv2/relu")
+        tf.nn.softmax(tf.reduce_mean(y, axis=[1, 2], name="pool"), name="probs")
+    return g.as_graph_def()
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    return npu_adapter.dump_graphs(cnn(), MIX, out, fetches=FETCHES, tensorboard=False,
+                                   model_name="cnn <mix>")
+
+
+# ------------------------------------------------------------------------------ placement.json
+
+
+def test_nodes_have_device_cluster_reason_and_op(dumped):
+    nodes = dumped.report["nodes"]
+    assert list(nodes)[:3] == ["images", "conv1/w", "conv1/conv"]
+    assert nodes["conv1/conv"] == {"op": "Conv2D", "device": "npu", "cluster": "GeOp1_0",
+                                   "reason": "supported"}
+    assert nodes["conv1/w"]["reason"] == "const_follows_consumer"
+    assert nodes["host/sqrt"] == {"op": "Sqrt", "device": "host", "cluster": None,
+                                  "reason": "without_npu_compile_scope"}
+    assert nodes["images"]["reason"] == "graph_input"
+    assert dumped.report["reasons"] == {code: REASON_DESCRIPTIONS[code] for code in sorted(
+        {"supported", "const_follows_consumer", "without_npu_compile_scope", "graph_input"})}
+
+
+def test_cluster_boundaries_with_dtype_shape_and_bytes(dumped):
+    first, second = dumped.report["clusters"]
+    assert (first["name"], first["size"], first["op"]) == ("GeOp1_0", 3,
+                                                           "StatefulPartitionedCall")
+    assert first["nodes"] == ["conv1/w", "conv1/conv", "conv1/relu"]
+    assert first["inputs"] == [{"tensor": "images:0", "dtype": "float32",
+                                "shape": [-1, 8, 8, 3], "bytes": None,
+                                "bytes_per_example": 8 * 8 * 3 * 4}]
+    assert first["outputs"] == [{"tensor": "conv1/relu:0", "dtype": "float32",
+                                 "shape": [-1, 8, 8, 4], "bytes": None,
+                                 "bytes_per_example": 8 * 8 * 4 * 4}]
+    assert first["input_bytes"] is None and first["input_bytes_per_example"] == 768
+    assert second["inputs"][0]["tensor"] == "host/id:0"
+    assert second["outputs"][0]["shape"] == [-1, 2]
+    assert second["op_types"][0] == {"op": "Const", "count": 2}
+    assert first["gears"] == []
+
+
+def test_summary_counts_and_top_blockers_first(dumped):
+    s = dumped.report["summary"]
+    assert (s["nodes"], s["npu"], s["host"], s["clusters"]) == (15, 9, 6, 2)
+    assert s["npu_fraction"] == 0.6
+    assert s["boundary"] == {"inputs": 2, "outputs": 2, "bytes": 0,
+                             "bytes_per_example": 768 + 1024 + 1024 + 8,
+                             "tensors_of_unknown_size": 0}
+    assert [b["reason"] for b in s["host_blockers"]] == ["without_npu_compile_scope",
+                                                        "graph_input"]
+    top = s["host_blockers"][0]
+    assert top["count"] == 5
+    assert top["description"] == REASON_DESCRIPTIONS["without_npu_compile_scope"]
+    assert {o["op"] for o in top["op_types"]} == {"Abs", "AddV2", "Const", "Identity", "Sqrt"}
+    assert [(r["device"], r["reason"], r["count"]) for r in s["by_reason"]][:2] == [
+        ("npu", "supported", 6), ("host", "without_npu_compile_scope", 5)]
+    ops = {row["op"]: row for row in s["by_op_type"]}
+    assert ops["Const"] == {"op": "Const", "count": 4, "npu": 3, "host": 1,
+                            "host_reasons": {"without_npu_compile_scope": 1}}
+    assert s["by_op_type"][0]["op"] == "Const"  # most host nodes first
+
+
+def test_static_shapes_give_bytes():
+    result = npu_adapter.rewrite(cnn(batch=2), MIX, fetches=FETCHES)
+    report = placement_report(result, cnn(batch=2), config=npu_adapter.NpuConfig.from_dict(MIX))
+    first = report["clusters"][0]
+    assert first["inputs"][0]["bytes"] == 2 * 8 * 8 * 3 * 4
+    assert first["inputs"][0]["bytes_per_example"] is None
+    assert report["summary"]["boundary"]["bytes"] == 2 * (768 + 1024 + 1024 + 8)
+    assert report["options"] == {"mix_compile_mode": True}
+    no_shapes = placement_report(result, cnn(batch=2), shapes=False)
+    assert no_shapes["clusters"][0]["inputs"][0]["shape"] is None
+    assert no_shapes["summary"]["boundary"]["tensors_of_unknown_size"] == 4
+
+
+def test_shapes_fall_back_to_attrs_for_graphs_tensorflow_cannot_import():
+    graph = graph_pb2.GraphDef()
+    node = graph.node.add(name="x", op="NoSuchOpAnywhere")
+    node.attr["_output_shapes"].list.shape.add().dim.add(size=5)
+    graph.node.add(name="p", op="Placeholder").attr["shape"].shape.unknown_rank = True
+    assert static_shapes(graph, ["x:0", "p:0", "missing:0"]) == {"x:0": [5], "p:0": None,
+                                                                "missing:0": None}
+    assert tensor_record("s:0", 7, [4])["bytes"] is None  # DT_STRING has no fixed size
+    assert tensor_record("h:0", 19, [3, 2])["bytes"] == 12  # DT_HALF
+    assert tensor_record("u:0", 1, None)["bytes"] is None
+
+
+def test_not_rewritten_graph():
+    config = npu_adapter.NpuConfig.from_config_proto(tf1.ConfigProto())  # no NpuOptimizer
+    result = npu_adapter.rewrite(cnn(), config, fetches=FETCHES)
+    report = placement_report(result, cnn())
+    assert report["rewritten"] is False and report["skip_reason"]
+    assert report["summary"]["npu"] == 0 and report["clusters"] == []
+    html = npu_adapter.dump.html.render_report_html(report)
+    assert "The graph was not rewritten" in html
+
+
+# --------------------------------------------------------------------------------- report.html
+
+
+def _html(dumped):
+    return pathlib.Path(dumped.path("report.html")).read_text(encoding="utf-8")
+
+
+def test_html_is_self_contained(dumped):
+    html = _html(dumped)
+    assert html.startswith("<!DOCTYPE html>")
+    assert "<link" not in html and "@import" not in html and " src=" not in html
+    urls = set(re.findall(r"https?://[^\s\"'<>)]+", html))
+    assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}, urls
+    assert str(dumped.out_dir) not in html
+
+
+def test_html_sections_clusters_and_escaping(dumped):
+    html = _html(dumped)
+    for anchor in ("summary", "blockers", "op-types", "clusters", "graph", "nodes", "options"):
+        assert f'id="{anchor}"' in html
+    assert 'id="cluster-GeOp1_0"' in html and 'id="cluster-GeOp1_1"' in html
+    assert "Placement report: cnn &lt;mix&gt;" in html and "cnn <mix>" not in html
+    assert 'data-q="reason=without_npu_compile_scope"' in html
+    assert "768 B × batch" in html
+    assert '<input id="search"' in html
+
+
+def test_html_embedded_data(dumped):
+    html = _html(dumped)
+    blob = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html,
+                     re.S).group(1)
+    data = json.loads(blob)
+    assert data["clusters"] == ["GeOp1_0", "GeOp1_1"]
+    assert len(data["nodes"]) == 15
+    name, op, on_npu, cluster, reason = data["nodes"][2]
+    assert (name, op, on_npu, data["clusters"][cluster], data["reasons"][reason]) == (
+        "conv1/conv", "Conv2D", 1, "GeOp1_0", "supported")
+
+
+def test_script_json_cannot_close_the_script_element():
+    from npu_adapter.dump.html import _script_json
+
+    text = _script_json({"x": "</script><!--"})
+    assert "</" not in text and "<!--" not in text and json.loads(text) == {"x": "</script><!--"}
+
+
+def test_format_bytes():
+    assert [format_bytes(v) for v in (None, 0, 1023, 1536, 3 * 1024 ** 3)] == [
+        "?", "0 B", "1023 B", "1.5 KiB", "3.0 GiB"]
+
+
+# ------------------------------------------------------------------------------------ drawings
+
+
+def _client_and_report():
+    result = npu_adapter.rewrite(cnn(), MIX, fetches=FETCHES)
+    return cnn(), placement_report(result, cnn())
+
+
+def test_builtin_svg_is_well_formed_and_coloured_by_cluster():
+    client, report = _client_and_report()
+    drawing = drawing_mod.full_drawing(client, report)
+    svg, dot_text, used = drawing_mod.render(drawing, "builtin")
+    assert used == "builtin"
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    nodes = [g for g in root.iter(ns + "g") if g.get("class") == "node"]
+    assert [g.get("data-name") for g in nodes] == list(report["nodes"])
+    fills = {g.get("data-name"): g.find(ns + "rect").get("fill") for g in nodes}
+    colors = drawing_mod.cluster_colors(["GeOp1_0", "GeOp1_1"])
+    assert fills["conv1/conv"] == colors["GeOp1_0"][0]
+    assert fills["probs"] == colors["GeOp1_1"][0]
+    assert fills["host/sqrt"] == "#f2f2f2"
+    assert 'subgraph "cluster_GeOp1_0"' in dot_text and '"conv1/conv" -> "conv1/relu";' \
+        in dot_text
+
+
+@pytest.mark.skipif(not HAS_DOT, reason="Graphviz dot is not installed")
+def test_dot_svg():
+    client, report = _client_and_report()
+    svg, _, used = drawing_mod.render(drawing_mod.full_drawing(client, report), "dot")
+    assert used == "dot" and not svg.startswith("<?xml")
+    root = ET.fromstring(svg)
+    titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert "cluster_GeOp1_0" in titles and "conv1/conv" in titles
+
+
+def test_renderer_dot_without_dot_fails_clearly(monkeypatch):
+    monkeypatch.setattr(drawing_mod, "dot_available", lambda: None)
+    client, report = _client_and_report()
+    with pytest.raises(FileNotFoundError, match="Debian package: graphviz"):
+        drawing_mod.render(drawing_mod.full_drawing(client, report), "dot")
+    assert drawing_mod.render(drawing_mod.full_drawing(client, report))[2] == "builtin"
+
+
+def test_large_graphs_collapse_with_drill_downs(tmp_path):
+    out = npu_adapter.dump_graphs(cnn(), MIX, tmp_path, fetches=FETCHES, draw_limit=5,
+                                  tensorboard=False, renderer="builtin")
+    dot_text = (tmp_path / "graph" / "partition.dot").read_text()
+    ids = re.findall(r'^  "([^"]+)" \[', dot_text, re.M)
+    assert ids[:2] == ["cluster:GeOp1_0", "cluster:GeOp1_1"]
+    # 5 boxes: 2 clusters and 3 host groups (the two largest scopes and the rest).
+    assert ids[2:] == ["host:(other)", "host:add", "host:host"]
+    assert 'href="#cluster-GeOp1_0"' in dot_text
+    assert '"cluster:GeOp1_0" -> "host:(other)" [label="1"' in dot_text
+    html = (tmp_path / "report.html").read_text()
+    assert "The graph is large" in html
+    drill = (tmp_path / "graph" / "GeOp1_1.dot").read_text()
+    assert '"in:conv2" [label="conv2/\\n3 nodes"' in drill  # collapsed by scope (6 > 5)
+    assert '"node:host/id" [label="host/id\\nhost"' in drill  # the neighbour outside
+    assert out.renderer == "builtin"
+
+
+def test_collapse_by_scope():
+    names = ["a/x/1", "a/x/2", "a/y", "b/z", "c"]
+    assert drawing_mod.collapse_by_scope(names, 3) == {
+        "a/x/1": "a", "a/x/2": "a", "a/y": "a", "b/z": "b", "c": "c"}
+    assert drawing_mod.collapse_by_scope(names, 4) == {
+        "a/x/1": "a/x", "a/x/2": "a/x", "a/y": "a/y", "b/z": "b/z", "c": "c"}
+    many = [f"dense_{k}/op" for k in range(10)] + ["conv_1/op", "conv_2/op", "x"]
+    assert set(drawing_mod.collapse_by_scope(many, 3).values()) == {"dense_*", "conv_*", "x"}
+    assert set(drawing_mod.collapse_by_scope(many, 2).values()) == {"dense_*", "(other)"}
+
+
+def test_layout_is_deterministic_and_survives_cycles():
+    edges = [(0, 1), (1, 2), (2, 0), (0, 3), (3, 2)]
+    layer, order = layered_positions(4, edges)
+    assert layered_positions(4, edges) == (layer, order)
+    assert layer[0] == 0 and layer[1] == layer[3] == 1 and layer[2] == 2
+    assert sorted(order[1::2]) == [0, 1]
+
+
+# ----------------------------------------------------------------------------- real browser
+
+
+def _screenshot_module():
+    spec = importlib.util.spec_from_file_location(
+        "screenshot_report", ROOT / "npu_adapter" / "dump" / "screenshot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SHOT = _screenshot_module()
+CHROMIUM = SHOT.find_chromium()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install "
+                                             "chromium)")
+def test_report_in_headless_chromium(dumped, tmp_path):
+    png = tmp_path / "report.png"
+    SHOT.screenshot(dumped.path("report.html"), str(png), width=1200, height=1800)
+    colors = drawing_mod.cluster_colors(["GeOp1_0", "GeOp1_1"])
+    stats, problems = SHOT.check_png(str(png), [colors["GeOp1_0"][0], colors["GeOp1_1"][0]])
+    assert problems == []
+    assert (stats["width"], stats["height"]) == (1200, 1800)
+    assert os.path.getsize(png) > 10000
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+@pytest.mark.parametrize("query, expected", [
+    ("op=Conv2D", ["conv1/conv", "conv2/conv"]),
+    ("device=host reason:without op:sq", ["host/sqrt"]),
+    ("cluster=GeOp1_0", ["conv1/w", "conv1/conv", "conv1/relu"]),
+    ("nothing-matches", []),
+])
+def test_node_table_search_in_chromium(dumped, query, expected):
+    dom = SHOT.dump_dom(dumped.path("report.html"), query)
+    rows = re.search(r'<tbody id="node-rows">(.*?)</tbody>', dom, re.S).group(1)
+    names = re.findall(r'<tr><td class="mono">([^<]*)</td>', rows)
+    assert names == expected
+    assert f"{len(expected)} of 15 nodes match" in dom
