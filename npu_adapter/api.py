@@ -115,7 +115,8 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         feeds: tensor names the caller will feed (they cut the client graph).
         targets: op names the caller will run.
         backend: backend name or ``Backend`` instance (``"cpu"``: the reference).
-        dump_dir: write every pass's input and output graph there (``<NNN>_<pass>_*.pbtxt``).
+        dump_dir: write every pass's input and output graph there (``<NNN>_<pass>_*.pbtxt``);
+            defaults to the option ``npu_adapter_dump_dir``.
         graph_num: the ``N`` of ``GeOp<N>_<k>``; give each rewrite imported into one graph its
             own number so function names never clash.
         pipeline: pass pipeline text (default: ``npu_adapter.passes.DEFAULT_PIPELINE``).
@@ -170,6 +171,7 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
     all_instruments = [timing, capture, *checks, *instruments]
     from npu_adapter.dump import rewrite_dump_instruments
 
+    dump_dir = dump_dir or getattr(npu_config, "npu_adapter_dump_dir", "") or None
     all_instruments.extend(rewrite_dump_instruments(dump_dir, graph_num))
     manager = passes_pkg.PassManager.from_pipeline(pipeline or passes_pkg.DEFAULT_PIPELINE,
                                                    all_instruments)
