@@ -22,7 +22,6 @@ from npu_adapter.instruments import (
 )
 from npu_adapter.pass_base import PassContext
 from npu_adapter.result import (
-    CLUSTER_OUTPUTS_ATTR,
     RewriteResult,
     clusters_from_graph,
     placement_from_graph,
@@ -73,16 +72,15 @@ def _sink_fetches(view):
     return fetches, targets
 
 
-def _maps(final_graph, client_names, fetches, targets):
+def _maps(final_graph, clusters, client_names, fetches, targets):
     tensor_map = {}
     op_map = {}
-    for node in final_graph.node:
-        if CLUSTER_OUTPUTS_ATTR in node.attr:
-            for k, s in enumerate(node.attr[CLUSTER_OUTPUTS_ATTR].list.s):
-                tensor_map[s.decode()] = node.name if k == 0 else f"{node.name}:{k}"
+    for info in clusters:
+        for k, name in enumerate(info.outputs):
+            tensor_map[name] = info.name if k == 0 else f"{info.name}:{k}"
     present = {n.name for n in final_graph.node}
     clustered = {}
-    for info in clusters_from_graph(final_graph):
+    for info in clusters:
         for name in info.nodes:
             clustered[name] = info.name
     for name in client_names:
@@ -186,10 +184,11 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
     client_names = [n.name for n in work.node]
     report_fetches = fetches or _sink_fetches(GraphView(work))[0]
     placement = placement_from_graph(annotated, client_names)
-    tensor_map, op_map = _maps(final, client_names, report_fetches, targets)
+    clusters = clusters_from_graph(final)
+    tensor_map, op_map = _maps(final, clusters, client_names, report_fetches, targets)
     return RewriteResult(
         graph_def=final,
-        clusters=clusters_from_graph(final),
+        clusters=clusters,
         placement=placement,
         modified=final is not graph_def and final != graph_def,
         skip_reason=skip_reason,

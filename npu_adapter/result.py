@@ -64,8 +64,15 @@ class ClusterInfo:
         return len(self.nodes)
 
 
+# Op types a cluster node has: GeOp before lowering, a function call after (CPU reference).
+CLUSTER_NODE_OPS = frozenset({GEOP_OP, "StatefulPartitionedCall", "PartitionedCall"})
+
+
 def _is_cluster_node(node):
-    return NPU_OPTIMIZER_ATTR in node.attr and any(k in node.attr for k in CLUSTER_FUNCTION_ATTRS)
+    if node.op not in CLUSTER_NODE_OPS:
+        return False
+    attrs = node.attr
+    return NPU_OPTIMIZER_ATTR in attrs and any(k in attrs for k in CLUSTER_FUNCTION_ATTRS)
 
 
 def _function_of(node):

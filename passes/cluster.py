@@ -75,12 +75,9 @@ class _Clusterer:
         rank = [0] * n
         for r, i in enumerate(order):
             rank[i] = r
-        cycles = GraphCycles(rank)
-        for i in order:
-            if ops[i] in LOOP_BACK_EDGE_OPS:
-                continue
-            for j in view.successors(i):
-                cycles.insert_edge(i, j)
+        successors = [[] if op in LOOP_BACK_EDGE_OPS else view.successors(i)
+                      for i, op in enumerate(ops)]
+        cycles = GraphCycles.from_successors(rank, successors)
 
         parent = list(range(n))
 
@@ -246,10 +243,11 @@ def _cluster_reachability(cycles, reps):
 def _scope_labels(view):
     """Per node, its ``_subgraph_multi_dims_index`` (None outside any such scope)."""
     labels = [None] * len(view.ops)
+    key = "_subgraph_multi_dims_index"
     for i, node in enumerate(view.nodes):
-        value = node.attr.get("_subgraph_multi_dims_index")
-        if value is not None:
-            labels[i] = value.i
+        attrs = node.attr
+        if key in attrs:
+            labels[i] = attrs[key].i
     return labels
 
 

@@ -164,6 +164,11 @@ class GraphView:
         other._in_types = {new: self._in_types[old] for new, old in enumerate(kept)
                            if old in self._in_types}
         other.cache = {}
+        table = self.cache.get("predecessors")
+        if table is not None:
+            # Renumber the shared adjacency instead of rebuilding it (order is preserved).
+            other.cache["predecessors"] = [[new_of[p] for p in table[old] if p in new_of]
+                                           for old in kept]
         key = ("topological_order", True)
         if key in self.cache:
             # A topological order restricted to a node subset is one of the induced subgraph.
