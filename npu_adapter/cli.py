@@ -75,21 +75,7 @@ def parse_option_value(spec, text):
 
 
 def _check_assignments(assignments):
-    options = {}
-    for item in assignments:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise NpuConfigError(item, item, "key=value")
-        spec = OPTIONS_BY_NAME.get(key)
-        if spec is None:
-            match = suggest_option(key)
-            hint = f"did you mean {match!r}?" if match else "see `npu-adapter options`"
-            raise NpuConfigError(key, text, "a known option name", detail=hint)
-        if key in options:
-            raise NpuConfigError(key, text, "each option given once")
-        options[key] = parse_option_value(spec, text)
-    return NpuConfig.from_dict(options)
+    return NpuConfig.from_dict(_option_values(assignments, "given with --check"))
 
 
 def _display_default(spec):
@@ -211,7 +197,9 @@ def _config_from_proto(path):
     return config
 
 
-def _option_values(assignments):
+def _option_values(assignments, where="given with --option"):
+    """``["key=value", ...]`` → ``{key: typed value}``; unknown, repeated or malformed entries
+    are NpuConfigErrors naming them."""
     values = {}
     for item in assignments:
         key, sep, text = item.partition("=")
@@ -220,7 +208,7 @@ def _option_values(assignments):
             raise NpuConfigError(item, item, "key=value")
         spec = OPTIONS_BY_NAME.get(key)
         if spec is None:
-            raise _unknown_option_error(key, text, "given with --option")
+            raise _unknown_option_error(key, text, where)
         if key in values:
             raise NpuConfigError(key, text, "each option given once")
         values[key] = parse_option_value(spec, text)

@@ -4,7 +4,8 @@ from tensorflow.core.framework import graph_pb2
 
 from npu_adapter.annotations import DEVICE_HOST, DEVICE_NPU, PLACEMENT_ATTR
 
-__all__ = ["copy_graph", "write_placements", "read_placements", "remember_placements"]
+__all__ = ["copy_graph", "write_placements", "read_placements", "remember_placements",
+           "publish_placements"]
 
 
 def copy_graph(graph_def):
@@ -64,3 +65,14 @@ def write_placements(graph_def, candidate, reasons):
     for node, value in zip(out.node, wanted):
         node.attr[PLACEMENT_ATTR].s = value
     return out, True
+
+
+def publish_placements(ctx, view, graph_def, candidate, reasons):
+    """Write the placements into ``graph_def`` and hand the next pass a ready view of the result
+    (same structure, annotations already parsed). Returns ``(graph_def_out, modified)``."""
+    out, modified = write_placements(graph_def, candidate, reasons)
+    if modified:
+        out_view = view.rebind(out)
+        ctx.register_view(out, out_view)
+        remember_placements(out_view, candidate, reasons)
+    return out, modified

@@ -312,28 +312,24 @@ class EncapsulatePass(PassBase):
             _tensor(nodes[s].name, p).encode() for s, p in cluster.outputs)
         return node
 
+    @staticmethod
+    def _tensor_types(view, cluster, tensors, direction):
+        """Base dtypes of ``tensors`` ((node, port) pairs) crossing ``cluster``'s boundary."""
+        types = []
+        for src, port in tensors:
+            out_types = view.output_types(src)
+            if out_types is None or port >= len(out_types):
+                raise RewriteError(
+                    f"cannot tell the dtype of {view.nodes[src].name}:{port}, which {direction} "
+                    f"cluster {cluster.name}", code="Internal", node=view.nodes[src].name)
+            types.append(base_type(out_types[port]))
+        return types
 
     def _input_types(self, view, cluster):
-        types = []
-        for src, port in cluster.inputs:
-            out_types = view.output_types(src)
-            if out_types is None or port >= len(out_types):
-                raise RewriteError(
-                    f"cannot tell the dtype of {view.nodes[src].name}:{port}, which enters "
-                    f"cluster {cluster.name}", code="Internal", node=view.nodes[src].name)
-            types.append(base_type(out_types[port]))
-        return types
+        return self._tensor_types(view, cluster, cluster.inputs, "enters")
 
     def _output_types(self, view, cluster):
-        types = []
-        for src, port in cluster.outputs:
-            out_types = view.output_types(src)
-            if out_types is None or port >= len(out_types):
-                raise RewriteError(
-                    f"cannot tell the dtype of {view.nodes[src].name}:{port}, which leaves "
-                    f"cluster {cluster.name}", code="Internal", node=view.nodes[src].name)
-            types.append(base_type(out_types[port]))
-        return types
+        return self._tensor_types(view, cluster, cluster.outputs, "leaves")
 
     def _rewire_host_node(self, view, i, copy, clusters, cluster_of):
         nodes = view.nodes

@@ -28,7 +28,7 @@ from npu_adapter.pass_base import PassBase, PassResult
 from npu_adapter.registry import register_pass
 
 from . import _rules
-from ._common import read_placements, remember_placements, write_placements
+from ._common import publish_placements, read_placements
 
 __all__ = ["InOutPairPass", "in_out_pair_region", "InOutPairWarning"]
 
@@ -139,11 +139,7 @@ class InOutPairPass(PassBase):
                                                  "skipped_entries": skipped_entries})
         self._apply_backend_rules(view, ctx, candidate, reasons)
         previous = read_placements(view)
-        out, modified = write_placements(graph_def, candidate, reasons)
-        if modified:
-            out_view = view.rebind(out)
-            ctx.register_view(out, out_view)
-            remember_placements(out_view, candidate, reasons)
+        out, modified = publish_placements(ctx, view, graph_def, candidate, reasons)
         return PassResult(out, modified, {
             "active": True,
             "fallback": False,

@@ -29,7 +29,7 @@ from npu_adapter.pass_base import PassBase, PassResult
 from npu_adapter.registry import register_pass
 
 from . import _rules
-from ._common import remember_placements, write_placements
+from ._common import publish_placements
 
 __all__ = ["MarkCandidatesPass"]
 
@@ -153,11 +153,7 @@ class MarkCandidatesPass(PassBase):
         if graph_config.skipped:
             return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})
         candidate, reasons, _ = compute_candidates(view, ctx)
-        out, modified = write_placements(graph_def, candidate, reasons)
-        if modified:
-            out_view = view.rebind(out)
-            ctx.register_view(out, out_view)
-            remember_placements(out_view, candidate, reasons)
+        out, modified = publish_placements(ctx, view, graph_def, candidate, reasons)
         return PassResult(out, modified, {
             "candidates": sum(candidate),
             "host": len(candidate) - sum(candidate),
