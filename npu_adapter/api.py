@@ -72,7 +72,7 @@ def _sink_fetches(view):
     return fetches, targets
 
 
-def _maps(final_graph, clusters, client_names, fetches, targets):
+def _maps(final_graph, clusters, client_names, fetches, targets, feed_map):
     tensor_map = {}
     op_map = {}
     for info in clusters:
@@ -90,8 +90,12 @@ def _maps(final_graph, clusters, client_names, fetches, targets):
             op_map[name] = name
     for f in fetches:
         node, port, _ = parse_input(f)
-        if f not in tensor_map and node in present:
+        if f in tensor_map:
+            continue
+        if node in present:
             tensor_map[f] = f"{node}:{port}"
+        elif f in feed_map:
+            tensor_map[f] = feed_map[f]  # fetched and fed: the value fed
     for t in targets:
         if t in clustered:
             op_map[t] = clustered[t]
@@ -185,7 +189,7 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
     report_fetches = fetches or _sink_fetches(GraphView(work))[0]
     placement = placement_from_graph(annotated, client_names)
     clusters = clusters_from_graph(final)
-    tensor_map, op_map = _maps(final, clusters, client_names, report_fetches, targets)
+    tensor_map, op_map = _maps(final, clusters, client_names, report_fetches, targets, feed_map)
     return RewriteResult(
         graph_def=final,
         clusters=clusters,

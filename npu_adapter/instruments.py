@@ -63,6 +63,9 @@ class VerifyInstrument(PassInstrument):
         self.check_input = check_input
         self._checked_input = False
 
+    def enter_pipeline(self, ctx):
+        self._checked_input = False  # check the input of every run, also when reused
+
     def before_pass(self, index, pass_, graph_def, ctx):
         if self.check_input and not self._checked_input:
             self._checked_input = True
@@ -111,10 +114,12 @@ class InputUnchangedInstrument(PassInstrument):
             raise GraphInvariantError(
                 [f"pass {pass_.name!r} modified its input GraphDef in place"],
                 context="input-unchanged check")
-        if not result.modified and to_bytes(result.graph_def) != self._before:
-            raise GraphInvariantError(
-                [f"pass {pass_.name!r} reported modified=False but its output differs"],
-                context="modified-flag check")
+        changed = to_bytes(result.graph_def) != self._before
+        if result.modified != changed:
+            said = "modified=True but its output equals its input" if result.modified else \
+                "modified=False but its output differs"
+            raise GraphInvariantError([f"pass {pass_.name!r} reported {said}"],
+                                      context="modified-flag check")
 
 
 class DumpInstrument(PassInstrument):

@@ -201,7 +201,7 @@ def _format_value(value):
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        if value and all(c.isalnum() or c in "_.-/" for c in value):
+        if value and all(c.isascii() and (c.isalnum() or c in "_.-/") for c in value):
             return value
         escaped = value.replace("\\", "\\\\").replace('"', '\\"')
         return f'"{escaped}"'

@@ -7,7 +7,7 @@ Grammar (whitespace allowed between tokens)::
     option   := NAME "=" value
     value    := "true" | "false" | INT | FLOAT | STRING | BARE
     STRING   := '"' (any char except '"' and '\\', or '\\' any char)* '"'
-    BARE     := [A-Za-z0-9_./-]+
+    BARE     := [A-Za-z0-9_.+/-]+
 
 Values are converted to the option's declared type; a string option takes a quoted STRING or a
 BARE word. :func:`format_pipeline` prints the canonical form (no spaces, options sorted), and
@@ -23,9 +23,9 @@ from npu_adapter.registry import get_pass_class, list_passes
 __all__ = ["parse_pipeline", "format_pipeline"]
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_BARE_RE = re.compile(r"[A-Za-z0-9_./\-]+")
+_BARE_RE = re.compile(r"[A-Za-z0-9_.+/\-]+")
 _INT_RE = re.compile(r"[+-]?\d+\Z")
-_FLOAT_RE = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?\Z")
+_FLOAT_RE = re.compile(r"[+-]?((\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?|inf|nan)\Z")
 
 
 class _Scanner:
@@ -55,7 +55,8 @@ class _Scanner:
         m = _NAME_RE.match(self.text, self.pos)
         if not m:
             found = self.text[self.pos:self.pos + 1] or "end of text"
-            self.error(f"expected a {what} name, found {found!r}")
+            article = "an" if what[0] in "aeiou" else "a"
+            self.error(f"expected {article} {what} name, found {found!r}")
         self.pos = m.end()
         return m.group(0)
 

@@ -42,14 +42,21 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall"):
     The call keeps the node's name, inputs, ``Tin``/``Tout`` and every ``_``-prefixed attr (the
     options the original stamps); ``function`` becomes ``f`` and ``data_format`` (not an attr of
     the call op) is kept as ``_data_format``.
+
+    The cluster functions (and their gear copies) are marked ``_noinline``: a cluster is a
+    device boundary, and keeping it one also sidesteps a Grappler bug (TF 2.15–2.21) where,
+    after inlining a call, the arithmetic optimizer gets the sign of ``Neg(Neg(Mul(Neg(x), y)))``
+    wrong when ``Neg(x)`` is also returned by the function.
     """
     from tensorflow.core.framework import graph_pb2
 
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
+    called = set()
     for node in out.node:
         if node.op != GEOP_OP:
             continue
+        called.add(node.attr["function"].func.name)
         node.op = call_op
         node.attr["f"].func.name = node.attr["function"].func.name
         del node.attr["function"]
@@ -58,6 +65,10 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall"):
             del node.attr["data_format"]
         for key in ("config", "config_proto", "executor_type"):
             node.attr[key].s = b""
+    for fdef in out.library.function:
+        name = fdef.signature.name
+        if name in called or name.rpartition("_gear_")[0] in called:
+            fdef.attr["_noinline"].b = True
     return out
 
 

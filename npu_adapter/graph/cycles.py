@@ -192,6 +192,8 @@ class GraphCycles:
         rank = self.rank
         if rank[a] > rank[b]:
             a, b = b, a
+        if b in self.out[a]:
+            return None  # a direct edge is a path
         return self._try_fuse(a, b)
 
     def _try_fuse(self, a, b):

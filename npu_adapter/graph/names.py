@@ -84,8 +84,8 @@ def is_valid_node_name(name):
 def sanitize_filename(name, max_length=120):
     """Turn a node/pass/run name into a safe file-name stem.
 
-    ``.``, ``/``, ``\\``, spaces and anything else outside ``[A-Za-z0-9_-]`` become ``_`` so a
-    name can never escape the dump directory (``../x`` → ``___x``).
+    Every run of characters outside ``[A-Za-z0-9_-]`` (``.``, ``/``, ``\\``, spaces, ...)
+    becomes one ``_``, so a name can never escape the dump directory (``../x`` → ``_x``).
     """
     safe = _UNSAFE_FILE_CHARS_RE.sub("_", name) or "_"
     return safe[:max_length]

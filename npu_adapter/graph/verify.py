@@ -43,10 +43,10 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
 
     Checks: unique and valid node names; every input names an existing node; data inputs come
     before control inputs; no cycle except through v1 loop back edges (``NextIteration``); every
-    function referenced by an attr (or used as an op type) exists in the library or the op
-    registry; output ports in range when the producer's outputs are known. With
-    ``check_op_registry``, op types that are neither registered nor library functions are
-    reported too (ops in ``allowed_unregistered_ops`` excepted).
+    function referenced by an attr exists in the library or the op registry; output ports in
+    range when the producer's outputs are known. With ``check_op_registry``, op types that are
+    neither registered nor library functions are reported too (ops in
+    ``allowed_unregistered_ops`` excepted).
     """
     view = view or GraphView(graph_def)
     found = []

@@ -146,7 +146,9 @@ class GraphView:
         other.graph_def = graph_def
         other._nodes = list(graph_def.node)
         other.ops = [self.ops[old] for old in kept]
-        other.index = {self.nodes[old].name: new for new, old in enumerate(kept)}
+        other.index = {}
+        for new, old in enumerate(kept):
+            other.index.setdefault(self.nodes[old].name, new)  # first occurrence, as __init__
         get = new_of.get
         other.data_inputs = [[(get(src, -1), port) for src, port in self.data_inputs[old]]
                              for old in kept]

@@ -1,0 +1,427 @@
+"""GraphView: name index, edges, consumers, topological order, rebind/subset, dtypes; names.py.
+
+Graphs are small and drawn next to each test; one 20k-node chain checks that nothing recurses.
+"""
+
+import random
+import sys
+
+import pytest
+import tensorflow as tf
+from graph_cases import while_loop_v1_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensorflow.core.framework import function_pb2, graph_pb2, types_pb2
+
+from npu_adapter.graph import names
+from npu_adapter.graph.extract import extract_client_graph
+from npu_adapter.graph.view import GraphView
+from npu_adapter.testing import GraphBuilder
+
+F32 = types_pb2.DT_FLOAT
+F32_REF = types_pb2.DT_FLOAT_REF
+RESOURCE = types_pb2.DT_RESOURCE
+
+
+# --------------------------------------------------------------------------- names.py
+@pytest.mark.parametrize("text, expected", [
+    ("a", ("a", 0, False)),
+    ("a:0", ("a", 0, False)),
+    ("scope/a_1:3", ("scope/a_1", 3, False)),
+    ("^scope/a", ("scope/a", -1, True)),
+    ("a:b", ("a:b", 0, False)),       # a non-numeric suffix is part of the name
+    ("a:1:2", ("a:1", 2, False)),     # only the last ":<digits>" is a port
+    ("a:", ("a:", 0, False)),
+])
+def test_parse_input(text, expected):
+    assert names.parse_input(text) == expected
+
+
+@pytest.mark.parametrize("args, text", [
+    (("a", 0), "a"), (("a", 2), "a:2"), (("a", 0, True), "^a"), (("a", -1), "^a"),
+])
+def test_format_input_is_canonical(args, text):
+    assert names.format_input(*args) == text
+
+
+_NAME = st.from_regex(r"[A-Za-z0-9.][A-Za-z0-9_.\-/]{0,12}", fullmatch=True)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(name=_NAME, port=st.integers(0, 1000), control=st.booleans())
+def test_parse_and_format_are_inverse(name, port, control):
+    text = names.format_input(name, port, control)
+    assert names.parse_input(text) == (name, -1 if control else port, control)
+    assert names.node_name_of(text) == name
+    assert names.is_control_input(text) == control
+    assert names.is_valid_node_name(name)
+
+
+def test_tensor_names():
+    assert names.tensor_name("a/b") == "a/b:0"
+    assert names.parse_tensor_name("a/b") == ("a/b", 0)
+    assert names.parse_tensor_name("a/b:4") == ("a/b", 4)
+    with pytest.raises(ValueError, match="'\\^a' names an operation"):
+        names.parse_tensor_name("^a")
+
+
+@pytest.mark.parametrize("name, ok", [
+    ("a", True), ("0abc", True), (".hidden", True), ("a/b-c_d.e", True), ("a>b", True),
+    ("", False), ("_leading_underscore", False), ("-x", False), ("a b", False), ("a:1", False),
+    ("^a", False), ("a\n", False),
+])
+def test_is_valid_node_name(name, ok):
+    assert names.is_valid_node_name(name) is ok
+
+
+def test_sanitize_filename_never_leaves_a_separator_or_dot():
+    for raw in ["../x", "a/b\\c", "..", "", "x y\tz", "ünïcode", "C:\\evil"]:
+        safe = names.sanitize_filename(raw)
+        assert safe and all(c.isascii() and (c.isalnum() or c in "_-") for c in safe), raw
+    assert names.sanitize_filename("ok_name-1") == "ok_name-1"
+    assert len(names.sanitize_filename("x" * 500)) == 120
+    assert len(names.sanitize_filename("x" * 500, max_length=10)) == 10
+
+
+def test_unique_name_is_deterministic_and_records_the_name():
+    taken = {"a", "a_1"}
+    assert names.unique_name("a", taken) == "a_2"
+    assert names.unique_name("a", taken) == "a_3"
+    assert names.unique_name("b", taken) == "b"
+    assert {"a_2", "a_3", "b"} <= taken
+
+
+# --------------------------------------------------------------------------- index and edges
+def _diamond():
+    """::
+
+        x ─► a ─► c(Add) ◄─ b ◄─ x
+                  ▲ ^ctrl
+                  init (NoOp)
+        c:0 is consumed twice by d (AddN, N=2)
+    """
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2])
+    b.unary("Abs", "a", "x")
+    b.unary("Neg", "b", "x")
+    b.op("NoOp", "init")
+    b.op("Add", "c", ["a", "b:0", "^init"], T=tf.float32)
+    b.op("AddN", "d", ["c", "c"], T=tf.float32, N=2)
+    return b.graph_def()
+
+
+def test_index_and_lookups():
+    gd = _diamond()
+    view = GraphView(gd)
+    assert len(view) == 6
+    assert view.index == {"x": 0, "a": 1, "b": 2, "init": 3, "c": 4, "d": 5}
+    assert view.ops == ["Placeholder", "Abs", "Neg", "NoOp", "Add", "AddN"]
+    assert "c" in view and "nope" not in view
+    assert view.node("c") is view.nodes[4]
+    assert view.name(4) == "c" and view.op(4) == "Add"
+    with pytest.raises(KeyError):
+        view.node("nope")
+    assert view.graph_def is gd
+
+
+def test_inputs_are_parsed_once_into_indices():
+    view = GraphView(_diamond())
+    assert view.data_inputs[4] == [(1, 0), (2, 0)]
+    assert view.control_inputs[4] == [3]
+    assert view.data_inputs[5] == [(4, 0), (4, 0)]
+    assert view.dangling == [] and view.misordered == [] and view.duplicate_names == []
+    assert view.parse_node_input("^init") == (3, -1, True)
+    assert view.parse_node_input("c:1") == (4, 1, False)
+    assert view.parse_node_input("ghost") == (-1, 0, False)
+
+
+def test_consumers_outputs_predecessors_successors():
+    view = GraphView(_diamond())
+    assert view.consumers("x") == ["a", "b"]
+    assert view.consumers("init") == ["c"]
+    assert view.consumers("c") == ["d"]  # deduplicated
+    assert view.consumers("d") == []
+    assert view.data_outputs[4] == [(5, 0, 0), (5, 1, 0)]
+    assert view.control_outputs[3] == [4]
+    assert view.predecessors(4) == [1, 2, 3]
+    assert view.predecessors(5) == [4]  # two edges from c, listed once
+    assert view.successors(0) == [1, 2]
+    assert view.successors(3) == [4]
+    assert view.ancestors([4]) == [0, 1, 2, 3, 4]
+    assert view.ancestors([4], stop=lambda i: i == 1) == [0, 1, 2, 3, 4]  # x via b
+    assert view.ancestors([1], stop=lambda i: i == 1) == [1]
+
+
+def test_bad_inputs_are_recorded_not_raised():
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.placeholder("x")  # duplicate
+    b.op("Add", "y", ["^x", "x", "ghost:2"], T=tf.float32)  # data after control, dangling
+    b.op("Identity", "z", ["^phantom", "y"], T=tf.float32)
+    view = GraphView(b.graph_def())
+    assert view.index["x"] == 0  # first occurrence
+    assert view.duplicate_names == ["x"]
+    assert view.misordered == [2, 3]
+    assert view.dangling == [(2, "ghost:2"), (3, "^phantom")]
+    assert view.data_inputs[2] == [(0, 0), (-1, 2)]
+    assert view.control_inputs[3] == [-1]
+    assert view.predecessors(2) == [0]  # dangling producers are left out
+
+
+# --------------------------------------------------------------------------- order
+def test_topological_order_is_fifo_in_graph_def_order():
+    """::
+
+        p ─► q ─► r        s (independent)     t ◄─ p, r
+    """
+    b = GraphBuilder()
+    b.placeholder("t_in")
+    b.op("Identity", "t", ["p", "r"], T=tf.float32)  # listed before its producers
+    b.placeholder("p")
+    b.unary("Abs", "q", "p")
+    b.placeholder("s")
+    b.unary("Abs", "r", "q")
+    view = GraphView(b.graph_def())
+    order, remaining = view.topological_order()
+    assert [view.name(i) for i in order] == ["t_in", "p", "s", "q", "r", "t"]
+    assert remaining == []
+    assert view.topological_order() is view.topological_order()  # cached
+    order, _ = view.topological_order(stable_key=lambda i: view.name(i))
+    assert [view.name(i) for i in order] == ["p", "q", "r", "s", "t", "t_in"]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_topological_order_respects_every_edge_for_any_node_order(seed):
+    rng = random.Random(seed)
+    n = rng.randint(2, 30)
+    edges = sorted({(rng.randrange(j), j) for j in range(1, n) for _ in range(rng.randint(0, 2))})
+    perm = list(range(n))
+    rng.shuffle(perm)  # GraphDef order unrelated to the DAG order
+    gd = graph_pb2.GraphDef()
+    by_dst = {}
+    for src, dst in edges:
+        by_dst.setdefault(dst, []).append(src)
+    for k in perm:
+        node = gd.node.add(name=f"n{k}", op="NoOp")
+        node.input.extend(f"^n{s}" for s in by_dst.get(k, []))
+    view = GraphView(gd)
+    order, remaining = view.topological_order()
+    assert remaining == [] and sorted(order) == list(range(n))
+    pos = {view.name(i): r for r, i in enumerate(order)}
+    assert all(pos[f"n{s}"] < pos[f"n{d}"] for s, d in edges)
+    # Deterministic: a fresh view of the same GraphDef gives the same order.
+    assert GraphView(gd).topological_order()[0] == order
+
+
+def test_v1_loop_back_edges_are_skipped():
+    gd = while_loop_v1_graph()
+    view = GraphView(gd)
+    order, remaining = view.topological_order()
+    assert remaining == [] and len(order) == len(gd.node)
+    pos = {view.name(i): r for r, i in enumerate(order)}
+    assert pos["while/Merge"] < pos["while/Add"] < pos["while/NextIteration"]
+    assert view.is_back_edge_source(view.index["while/NextIteration"])
+    assert view.find_cycle() is None
+    # Without skipping, the loop is a cycle through Merge and NextIteration.
+    _, remaining = view.topological_order(skip_back_edges=False)
+    assert view.index["while/Merge"] in remaining
+    cycle = view.find_cycle(skip_back_edges=False)
+    assert cycle[0] == cycle[-1] and "while/NextIteration" in cycle and "while/Merge" in cycle
+
+
+def test_cycles_are_reported_as_remaining_nodes():
+    """x ─► a ─► b ─► a (cycle), b ─► c (behind the cycle)."""
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.binary("Add", "a", "x", "b")
+    b.unary("Abs", "b", "a")
+    b.unary("Abs", "c", "b")
+    view = GraphView(b.graph_def())
+    order, remaining = view.topological_order()
+    assert [view.name(i) for i in order] == ["x"]
+    assert [view.name(i) for i in remaining] == ["a", "b", "c"]
+    assert view.find_cycle() in (["a", "b", "a"], ["b", "a", "b"])
+
+
+# --------------------------------------------------------------------------- rebind / subset
+def test_rebind_shares_the_index_and_sees_the_new_attrs():
+    gd = _diamond()
+    view = GraphView(gd)
+    _ = view.data_outputs, view.topological_order(), view.output_types(4)
+    annotated = graph_pb2.GraphDef()
+    annotated.CopyFrom(gd)
+    annotated.node[4].attr["_note"].s = b"hello"
+    fdef = annotated.library.function.add()
+    fdef.signature.name = "helper"
+    other = view.rebind(annotated)
+    assert other.graph_def is annotated
+    for slot in ("ops", "index", "data_inputs", "control_inputs", "dangling", "misordered",
+                 "duplicate_names", "cache"):
+        assert getattr(other, slot) is getattr(view, slot), slot
+    assert other.data_outputs is view.data_outputs
+    assert other.node("c").attr["_note"].s == b"hello"
+    assert "_note" not in view.node("c").attr
+    assert set(other.functions) == {"helper"} and view.functions == {}
+    assert other.topological_order() is view.topological_order()
+
+
+def _assert_same_structure(a, b):
+    assert a.ops == b.ops
+    assert a.index == b.index
+    assert a.data_inputs == b.data_inputs
+    assert a.control_inputs == b.control_inputs
+    assert a.dangling == b.dangling
+    assert a.misordered == b.misordered
+    assert a.duplicate_names == b.duplicate_names
+    assert a.data_outputs == b.data_outputs
+    assert a.control_outputs == b.control_outputs
+    assert [n.name for n in a.nodes] == [n.name for n in b.nodes]
+    assert a.topological_order() == b.topological_order()
+
+
+def _subset_case(duplicate):
+    """x ─► a ─► c ◄─ ghost (dangling), ^init ─► c; c ─► d; ``unused`` is dropped."""
+    b = GraphBuilder()
+    b.placeholder("x")
+    b.unary("Abs", "a", "x")
+    b.unary("Neg", "unused", "x")
+    b.op("NoOp", "init")
+    b.op("Add", "c", ["a", "ghost", "^init"], T=tf.float32)
+    b.op("Identity", "d", ["c"], T=tf.float32)
+    b.op("Identity", "d" if duplicate else "e", ["a"], T=tf.float32)
+    gd = b.graph_def()
+    kept = [0, 1, 3, 4, 5, 6]
+    sub_gd = graph_pb2.GraphDef()
+    sub_gd.node.extend(gd.node[i] for i in kept)
+    return gd, sub_gd, kept
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_subset_equals_a_fresh_view_of_the_kept_nodes(warm):
+    gd, sub_gd, kept = _subset_case(duplicate=False)
+    view = GraphView(gd)
+    if warm:  # the cached order and dtypes must be carried over correctly
+        view.topological_order()
+        for i in range(len(view)):
+            view.output_types(i)
+    sub = view.subset(sub_gd, kept)
+    _assert_same_structure(sub, GraphView(sub_gd))
+    assert sub.output_types(sub.index["c"]) == [F32]
+    assert sub.output_types(sub.index["init"]) == []
+
+
+def test_subset_index_keeps_the_first_of_duplicated_names():
+    gd, sub_gd, kept = _subset_case(duplicate=True)
+    sub = GraphView(gd).subset(sub_gd, kept)
+    fresh = GraphView(sub_gd)
+    assert sub.duplicate_names == fresh.duplicate_names == ["d"]
+    assert sub.index == fresh.index
+
+
+def test_extraction_reuses_the_view_by_subsetting():
+    gd = _diamond()
+    view = GraphView(gd)
+    view.topological_order()
+    client = extract_client_graph(gd, fetches=["c:0"], view=view)
+    assert [n.name for n in client.graph_def.node] == ["x", "a", "b", "init", "c"]
+    _assert_same_structure(client.view, GraphView(client.graph_def))
+
+
+# --------------------------------------------------------------------------- dtypes
+def _typed_graph():
+    b = GraphBuilder()
+    b.op("VariableV2", "v", dtype=tf.float32, shape=[2], container="", shared_name="")
+    b.op("Identity", "read", ["v"], T=tf.float32)
+    b.op("Assign", "assign", ["v", "read"], T=tf.float32)
+    b.op("VarHandleOp", "h", dtype=tf.float32, shape=[2], container="", shared_name="h")
+    b.op("ReadVariableOp", "rv", ["h"], dtype=tf.float32)
+    b.op("Unpack", "parts", ["read"], T=tf.float32, num=2, axis=0)
+    b.op("IdentityN", "idn", ["parts", "parts:1", "rv"], T=[tf.float32, tf.float32, tf.float32])
+    b.op("NotARegisteredOp", "mystery", ["read"])
+    b.op("GeOp", "geop", ["read"], Tin=[tf.float32], Tout=[tf.int32, tf.float32])
+    fdef = function_pb2.FunctionDef()
+    fdef.signature.name = "my_fn"
+    fdef.signature.input_arg.add(name="a", type=F32)
+    fdef.signature.output_arg.add(name="b", type=types_pb2.DT_INT64)
+    b.add_function(fdef)
+    b.op("my_fn", "call", ["read"])
+    return b.graph_def()
+
+
+@pytest.mark.parametrize("name, outputs, inputs", [
+    ("v", [F32_REF], []),
+    ("read", [F32], [F32]),
+    ("assign", [F32_REF], [F32_REF, F32]),
+    ("h", [RESOURCE], []),
+    ("rv", [F32], [RESOURCE]),
+    ("parts", [F32, F32], [F32]),              # number_attr
+    ("idn", [F32, F32, F32], [F32, F32, F32]),  # type_list_attr
+    ("mystery", None, None),
+    ("geop", [types_pb2.DT_INT32, F32], [F32]),
+    ("call", [types_pb2.DT_INT64], [F32]),      # library function signature
+])
+def test_node_dtypes(name, outputs, inputs):
+    view = GraphView(_typed_graph())
+    i = view.index[name]
+    assert view.output_types(i) == outputs
+    assert view.input_types(i) == inputs
+
+
+def test_edge_types_ref_and_resource():
+    view = GraphView(_typed_graph())
+    read, assign, rv, mystery = (view.index[n] for n in ("read", "assign", "rv", "mystery"))
+    # Identity declares a plain float input; the producer's output is a ref.
+    assert view.edge_type(read, 0) == F32
+    assert view.source_type(read, 0) == F32_REF
+    assert view.edge_type(assign, 0) == F32_REF
+    assert view.edge_type(rv, 0) == RESOURCE
+    # Unknown consumer: fall back to the producer's output type.
+    assert view.edge_type(mystery, 0) == F32
+
+
+def test_dtype_of_a_dangling_edge_is_unknown():
+    b = GraphBuilder()
+    b.op("NotARegisteredOp", "m", ["ghost"])
+    view = GraphView(b.graph_def())
+    assert view.edge_type(0, 0) is None and view.source_type(0, 0) is None
+
+
+# --------------------------------------------------------------------------- big graphs
+def _chain(n, close_cycle=False):
+    gd = graph_pb2.GraphDef()
+    first = gd.node.add(name="n0", op="Placeholder")
+    first.attr["dtype"].type = F32
+    for i in range(1, n):
+        node = gd.node.add(name=f"n{i}", op="Identity")
+        node.input.append(f"n{i - 1}")
+        node.attr["T"].type = F32
+    if close_cycle:
+        gd.node[1].op = "Add"
+        gd.node[1].input.append(f"n{n - 1}")
+    return gd
+
+
+def test_a_20k_node_chain_indexes_without_recursion():
+    # A recursive walk over a 20k-deep chain would exceed Python's default recursion limit.
+    assert sys.getrecursionlimit() < 20000
+    gd = _chain(20000)
+    view = GraphView(gd)
+    order, remaining = view.topological_order()
+    assert order == list(range(20000)) and remaining == []
+    assert view.find_cycle() is None
+    assert len(view.ancestors([19999])) == 20000
+    assert view.consumers("n0") == ["n1"]
+    cyclic = GraphView(_chain(20000, close_cycle=True))
+    cycle = cyclic.find_cycle()
+    assert len(cycle) == 20000 and cycle[0] == cycle[-1]
+
+
+def test_a_20k_node_graph_verifies_and_extracts():
+    from npu_adapter.graph.verify import verify_graph
+
+    gd = _chain(20000)
+    assert verify_graph(gd) == []
+    client = extract_client_graph(gd, fetches=["n10000:0"])
+    assert len(client.graph_def.node) == 10001
+    assert all(n.name == f"n{i}" for i, n in enumerate(client.graph_def.node))
