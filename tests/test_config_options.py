@@ -72,10 +72,12 @@ SPEC_DEFAULTS = {
     "npu_adapter_min_cluster_size": 1, "npu_adapter_max_clusters": 0,
     "npu_adapter_gear_policy": "exact", "npu_adapter_gear_pad_values": "",
     "npu_adapter_gear_unpad": "", "npu_adapter_dump_dir": "", "npu_adapter_backend": "cpu",
+    "npu_adapter_isolate_clusters": False,
 }
 
 SPEC_KINDS = {
-    "b": {"use_off_line", "mix_compile_mode", "enable_data_pre_proc", "lower_functional_ops",
+    "b": {"npu_adapter_isolate_clusters", "use_off_line", "mix_compile_mode",
+          "enable_data_pre_proc", "lower_functional_ops",
           "in_out_pair_flag", "frozen_variable", "dynamic_input", "compile_dynamic_mode",
           "all_tensor_not_empty", "enable_reduce_precision", "enable_compress_weight",
           "oo_constant_folding", "hcom_parallel", "hcom_multi_mode", "variable_format_optimize",

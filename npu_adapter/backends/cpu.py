@@ -36,17 +36,20 @@ def is_state_owner(op_def):
     return any(arg.is_ref or arg.type == _RESOURCE for arg in op_def.output_arg)
 
 
-def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall"):
+def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolate=False):
     """Copy of ``graph_def`` where every ``GeOp`` node is a call of its function.
 
     The call keeps the node's name, inputs, ``Tin``/``Tout`` and every ``_``-prefixed attr (the
     options the original stamps); ``function`` becomes ``f`` and ``data_format`` (not an attr of
     the call op) is kept as ``_data_format``.
 
-    The cluster functions (and their gear copies) are marked ``_noinline``: a cluster is a
-    device boundary, and keeping it one also sidesteps a Grappler bug (TF 2.15–2.21) where,
-    after inlining a call, the arithmetic optimizer gets the sign of ``Neg(Neg(Mul(Neg(x), y)))``
-    wrong when ``Neg(x)`` is also returned by the function.
+    By default TensorFlow may inline the calls (Grappler's function optimizer does on larger
+    graphs), which makes the rewritten graph compute exactly what the original computes, bit for
+    bit. With ``isolate`` the cluster functions (and their gear copies) are marked ``_noinline``:
+    the device boundary then stays at run time, and a Grappler bug in TF 2.15–2.21 is avoided —
+    after inlining a call, the arithmetic optimizer can get the sign of
+    ``Neg(Neg(Mul(Neg(x), y)))`` wrong when ``Neg(x)`` is also returned by the function — at the
+    price of rounding differences in some graphs (kernels then run in the function runtime).
     """
     from tensorflow.core.framework import graph_pb2
 
@@ -65,10 +68,11 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall"):
             del node.attr["data_format"]
         for key in ("config", "config_proto", "executor_type"):
             node.attr[key].s = b""
-    for fdef in out.library.function:
-        name = fdef.signature.name
-        if name in called or name.rpartition("_gear_")[0] in called:
-            fdef.attr["_noinline"].b = True
+    if isolate:
+        for fdef in out.library.function:
+            name = fdef.signature.name
+            if name in called or name.rpartition("_gear_")[0] in called:
+                fdef.attr["_noinline"].b = True
     return out
 
 
@@ -87,7 +91,9 @@ class CpuReferenceBackend(Backend):
         return True, "supported"
 
     def lower(self, graph_def, clusters, ctx):
-        return lower_to_function_calls(graph_def)
+        config = ctx.get_config() if ctx is not None else None
+        isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
+        return lower_to_function_calls(graph_def, isolate=isolate)
 
     def available(self):
         return True, "runs anywhere TensorFlow runs"

@@ -433,6 +433,9 @@ _SPECS = [
          ours=True, stamped=False),
     _opt(OUR_PREFIX + "dump_dir", "s", "", "npu_adapter",
          "directory for per-pass graph dumps ('' = no dumps)", ours=True, stamped=False),
+    _opt(OUR_PREFIX + "isolate_clusters", "b", False, "npu_adapter",
+         "CPU reference: never inline cluster functions (keeps the device boundary at run time; "
+         "numbers may then differ from plain TF by rounding)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "backend", "s", "cpu", "npu_adapter",
          "backend that runs the clusters (cpu, xla, cann or a registered one)",
          allowed="a registered backend name", validator=_check_backend,
