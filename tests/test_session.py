@@ -1,5 +1,6 @@
 """NpuSession: same numbers as TensorFlow's session, one state, rewrites cached per signature."""
 
+import os
 import threading
 
 import numpy as np
@@ -276,3 +277,28 @@ def test_rewrite_errors_surface_as_tensorflow_errors():
     with NpuSession(graph=graph, config=npu_config(iterations_per_loop=2)) as sess, \
             pytest.raises(tf.errors.InvalidArgumentError, match="lazy_recompile"):
         sess.run(out, {x: [1.0, -2.0]})
+
+
+def test_a_script_naming_npu_optimizer_without_npu_bridge_runs_unrewritten():
+    """TensorFlow ignores the unknown custom optimizer: the script runs, plainly, until
+    npu_bridge is imported (or npu_adapter.install() is called)."""
+    import subprocess
+    import sys
+
+    script = """
+import tensorflow as tf
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+config = tf1.ConfigProto()
+custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
+custom_op.name = "NpuOptimizer"
+custom_op.parameter_map["mix_compile_mode"].b = True
+x = tf1.placeholder(tf.float32, [2])
+y = tf.nn.relu(x * 2.0)
+with tf1.Session(config=config) as sess:
+    print(type(sess).__name__, sess.run(y, {x: [1.0, -1.0]}).tolist())
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "Session [2.0, 0.0]"
