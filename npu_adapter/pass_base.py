@@ -73,6 +73,13 @@ class PassContext:
         self.register_view(graph_def, view)
         return view
 
+    def cached_view(self, graph_def):
+        """The registered view of ``graph_def``, or None (never builds one)."""
+        for known, view in self._views:
+            if known is graph_def:
+                return view
+        return None
+
     def register_view(self, graph_def, view):
         """Remember ``view`` as the view of ``graph_def`` (keeps the two most recent)."""
         self._views = [(graph_def, view)] + [e for e in self._views if e[0] is not graph_def][:1]

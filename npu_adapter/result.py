@@ -13,6 +13,7 @@ from npu_adapter.annotations import (
 )
 
 __all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph",
+           "placement_from_view",
            "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "CLUSTER_FUNCTION_ATTRS"]
 
 KEEP_DTYPE_ATTR = "_keep_dtype"
@@ -120,6 +121,30 @@ def clusters_from_graph(graph_def):
             if CLUSTER_GEAR_PATTERNS_ATTR in node.attr else (),
         ))
     return found
+
+
+def placement_from_view(view, default_reason="not_rewritten"):
+    """Placement of every node of a clustered (pre-``encapsulate``) graph from the placements
+    and cluster names the ``cluster`` pass left in ``view``'s cache; None when they are not
+    there (then parse the attributes with :func:`placement_from_graph`)."""
+    graph_def = view.graph_def
+    placements = view.cache.get(("placements", id(graph_def)))
+    clusters = view.cache.get(("clusters", id(graph_def)))
+    if placements is None or clusters is None or placements[0] is not graph_def \
+            or clusters[0] is not graph_def:
+        return None
+    _, candidate, reasons = placements
+    names = clusters[1]
+    nodes = view.nodes
+    result = {}
+    for i, node in enumerate(nodes):
+        cluster = names.get(i)
+        entry = {"device": DEVICE_NPU if cluster is not None else DEVICE_HOST,
+                 "cluster": cluster, "reason": reasons.get(i, default_reason)}
+        if KEEP_DTYPE_ATTR in node.attr:
+            entry["keep_dtype"] = True
+        result[node.name] = entry
+    return result
 
 
 def placement_from_graph(graph_def, original_names, default_reason="not_rewritten"):

@@ -50,20 +50,28 @@ def write_placements(graph_def, candidate, reasons):
     Returns ``(graph_def_out, modified)``: the input object itself when every annotation was
     already as requested, else an edited copy.
     """
-    wanted = []
+    encoded = {}  # the few distinct "<device>:<reason>" values, encoded once
+
+    def value(i):
+        key = (candidate[i], reasons.get(i, "supported"))
+        text = encoded.get(key)
+        if text is None:
+            device = DEVICE_NPU if key[0] else DEVICE_HOST
+            text = encoded[key] = f"{device}:{key[1]}".encode()
+        return text
+
+    wanted = [value(i) for i in range(len(candidate))]
     changed = False
-    for i, node in enumerate(graph_def.node):
-        device = DEVICE_NPU if candidate[i] else DEVICE_HOST
-        value = f"{device}:{reasons.get(i, 'supported')}".encode()
-        wanted.append(value)
+    for node, text in zip(graph_def.node, wanted):  # stops at the first difference
         current = node.attr.get(PLACEMENT_ATTR)
-        if current is None or current.s != value:
+        if current is None or current.s != text:
             changed = True
+            break
     if not changed:
         return graph_def, False
     out = copy_graph(graph_def)
-    for node, value in zip(out.node, wanted):
-        node.attr[PLACEMENT_ATTR].s = value
+    for node, text in zip(out.node, wanted):
+        node.attr[PLACEMENT_ATTR].s = text
     return out, True
 
 

@@ -36,7 +36,7 @@ from npu_adapter.pass_base import PassBase, PassOption, PassResult
 from npu_adapter.registry import register_pass
 
 from . import _rules
-from ._common import copy_graph, read_placements
+from ._common import copy_graph, read_placements, remember_placements
 
 __all__ = ["ClusterPass", "cluster_name"]
 
@@ -72,31 +72,112 @@ class _Clusterer:
             cycle = view.find_cycle() or [nodes[i].name for i in remaining[:10]]
             raise RewriteError("Input graph has a cycle: " + " -> ".join(cycle),
                                code="Unimplemented")
-        rank = [0] * n
-        for r, i in enumerate(order):
-            rank[i] = r
-        successors = [[] if op in LOOP_BACK_EDGE_OPS else view.successors(i)
-                      for i, op in enumerate(ops)]
-        cycles = GraphCycles.from_successors(rank, successors)
-
-        parent = list(range(n))
-
-        def find(x):
-            root = x
-            while parent[root] != root:
-                root = parent[root]
-            while parent[x] != root:
-                parent[x], x = root, parent[x]
-            return root
-
         candidate = self.candidate
         labels = self.labels
+        block = self.block_getnext
+
+        def blocked(src):
+            # Edges out of loop back-edge sources are not in the DAG; edges out of an
+            # IteratorGetNext are not contracted in lazy_recompile + enable_dp (spec §2.6).
+            return ops[src] in LOOP_BACK_EDGE_OPS or (block and ops[src] == "IteratorGetNext")
+
+        # Phase 1, linear: a node whose producers all lie in one and the same group of its own
+        # kind joins it — candidates with candidates (same scope label), host nodes with host
+        # nodes (host groups only shrink the graph the cycle checks search; they never become
+        # clusters). No path can leave a convex group and come back into such a node (its every
+        # input is inside), so this needs no search; it absorbs chains and trees.
+        comp = list(range(n))
+
+        def root(x):
+            r = x
+            while comp[r] != r:
+                r = comp[r]
+            while comp[x] != r:
+                comp[x], x = r, comp[x]
+            return r
+
+        for dst in order:
+            preds = view.predecessors(dst)
+            if not preds:
+                continue
+            kind = candidate[dst]
+            target = None
+            for src in preds:
+                if ops[src] in LOOP_BACK_EDGE_OPS:
+                    continue
+                if candidate[src] != kind or (kind and (labels[src] != labels[dst]
+                                                         or blocked(src))):
+                    target = None
+                    break
+                r = root(src)
+                if target is None:
+                    target = r
+                elif r != target:
+                    target = None
+                    break
+            if target is not None:
+                comp[dst] = target
+
+        # Phase 2: the condensed graph (phase-1 clusters and host nodes as single vertices) in a
+        # GraphCycles structure, and cycle-checked contraction of the remaining edges.
+        index_of = {}
+        members_of = []
+        for i in order:
+            r = root(i)
+            if r not in index_of:
+                index_of[r] = len(members_of)
+                members_of.append(r)
+        m = len(members_of)
+        cnode = [index_of[root(i)] for i in range(n)]
+        succ_sets = [set() for _ in range(m)]
+        preds_c = [{} for _ in range(m)]
+        c_blocked = [False] * m
+        for v in range(n):
+            cv = cnode[v]
+            for u in view.predecessors(v):
+                if ops[u] in LOOP_BACK_EDGE_OPS:
+                    continue
+                cu = cnode[u]
+                if cu != cv:
+                    succ_sets[cu].add(cv)
+                    preds_c[cv][cu] = None
+            if blocked(v) and ops[v] not in LOOP_BACK_EDGE_OPS:
+                c_blocked[cv] = True
+        c_candidate = [candidate[r] for r in members_of]
+        c_label = [labels[r] for r in members_of]
+        # Kahn's order of the condensed DAG, seeded in the original topological order.
+        indegree = [len(p) for p in preds_c]
+        c_order = [c for c in range(m) if indegree[c] == 0]
+        head = 0
+        succ_lists = [sorted(s_) for s_ in succ_sets]
+        while head < len(c_order):
+            c = c_order[head]
+            head += 1
+            for d in succ_lists[c]:
+                indegree[d] -= 1
+                if indegree[d] == 0:
+                    c_order.append(d)
+        rank = [0] * m
+        for r_, c in enumerate(c_order):
+            rank[c] = r_
+        cycles = GraphCycles.from_successors(rank, succ_lists)
+
+        parent = list(range(m))
+
+        def find(x):
+            r = x
+            while parent[r] != r:
+                r = parent[r]
+            while parent[x] != r:
+                parent[x], x = r, parent[x]
+            return r
+
         # A refused contraction A → B (another path A →* B exists) can only succeed later if A or
         # B has grown since (the path may then run inside the merged cluster), so each refusal
         # is remembered with the clusters' versions and not retried while they are unchanged.
-        version = [0] * n
+        version = [0] * m
         refused = {}
-        host = [not c for c in candidate]
+        host = [not c for c in c_candidate]
         changed = True
         while changed:
             changed = False
@@ -104,17 +185,15 @@ class _Clusterer:
             # latest-ranked first: with A → C → dst, merging C and dst first turns the path
             # A → C → dst into the direct edge the next contraction needs (far fewer refusals
             # than trying A first).
-            for dst in order:
-                if not candidate[dst]:
+            for dst in c_order:
+                if not c_candidate[dst]:
                     continue
-                sources = [src for src in view.predecessors(dst)
-                           if candidate[src] and ops[src] not in LOOP_BACK_EDGE_OPS
-                           and not (self.block_getnext and ops[src] == "IteratorGetNext")]
+                sources = [src for src in preds_c[dst]
+                           if c_candidate[src] and not c_blocked[src]
+                           and c_label[src] == c_label[dst]]
                 if len(sources) > 1:
                     sources.sort(key=lambda x: cycles.rank[find(x)], reverse=True)
                 for src in sources:
-                    if labels[src] != labels[dst]:
-                        continue
                     a, b = find(src), find(dst)
                     if a == b or not cycles.has_edge(a, b):
                         continue
@@ -134,7 +213,7 @@ class _Clusterer:
         groups = {}
         for i in range(n):
             if candidate[i]:
-                groups.setdefault(find(i), []).append(i)
+                groups.setdefault(find(cnode[i]), []).append(i)
         # Largest first; ties by first node position (deterministic).
         clusters = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
         dropped = {}
@@ -352,19 +431,28 @@ class ClusterPass(PassBase):
             for i in members:
                 names[i] = name
         initially_candidate, _ = read_placements(view)
-        for i, node in enumerate(out.node):
-            if i in names:
-                node.attr[CLUSTER_ATTR].s = names[i].encode()
-                continue
-            if CLUSTER_ATTR in node.attr:
-                del node.attr[CLUSTER_ATTR]
-            if i in dropped:
-                set_placement(node, "host", dropped[i])
-            elif initially_candidate[i] and not candidate[i]:
-                set_placement(node, "host", reasons[i])
+        out_nodes = out.node
+        # Touch only the nodes that change (indexing a repeated field is O(1)).
+        for i, name in names.items():
+            out_nodes[i].attr[CLUSTER_ATTR].s = name.encode()
+        if any(CLUSTER_ATTR in node.attr for node in view.nodes):  # a stale earlier clustering
+            for i, node in enumerate(out_nodes):
+                if i not in names and CLUSTER_ATTR in node.attr:
+                    del node.attr[CLUSTER_ATTR]
+        final_reasons = dict(reasons)
+        for i, reason in dropped.items():
+            set_placement(out_nodes[i], "host", reason)
+            final_reasons[i] = reason
+        for i, was in enumerate(initially_candidate):
+            if was and not candidate[i] and i not in dropped:
+                set_placement(out_nodes[i], "host", reasons[i])
         modified = out != graph_def
         if modified:
-            ctx.register_view(out, view.rebind(out))
+            out_view = view.rebind(out)
+            ctx.register_view(out, out_view)
+            final = [i in names for i in range(len(initially_candidate))]
+            remember_placements(out_view, final, final_reasons)
+            out_view.cache[("clusters", id(out))] = (out, names)
         return PassResult(out if modified else graph_def, modified, {
             "clusters": [cluster_name(ctx.graph_num, k) for k in range(len(clusters))],
             "sizes": [len(m) for m in clusters],

@@ -397,31 +397,34 @@ class EncapsulatePass(PassBase):
             for key in ("_class", PLACEMENT_ATTR):
                 if key in body.attr:
                     del body.attr[key]
+        data_inputs = view.data_inputs
+        control_inputs = view.control_inputs
         for i in sorted(cluster.var_copies) + cluster.members:
             body = fdef.node_def.add()
             body.CopyFrom(nodes[i])
+            attrs = body.attr
             for key in (CLUSTER_ATTR, PLACEMENT_ATTR):
-                if key in body.attr:
-                    del body.attr[key]
-            del body.input[:]
-            controls = []
-            for text in nodes[i].input:
-                name, port, is_control = parse_input(text)
-                src = view.index.get(name, -1)
-                if is_control:
-                    if src in member_set:
-                        controls.append("^" + name)
-                    elif src in copy_name:
-                        controls.append("^" + copy_name[src])
-                    continue
+                if key in attrs:
+                    del attrs[key]
+            # Inputs from the index (no string parsing): body-local references, the copies of
+            # constants, or the function's arguments.
+            inputs = []
+            for src, port in data_inputs[i]:
                 if src in member_set:
-                    body.input.append(body_ref(src, port))
+                    inputs.append(body_ref(src, port))
                 elif src in copy_name:
-                    body.input.append(f"{copy_name[src]}:output:0")
+                    inputs.append(f"{copy_name[src]}:output:0")
                 else:
-                    body.input.append(arg_of[(src, port)])
-            body.input.extend(controls)
-            _drop_stale_colocation(body, body_names)
+                    inputs.append(arg_of[(src, port)])
+            for src in control_inputs[i]:
+                if src in member_set:
+                    inputs.append("^" + nodes[src].name)
+                elif src in copy_name:
+                    inputs.append("^" + copy_name[src])
+            del body.input[:]
+            body.input.extend(inputs)
+            if "_class" in attrs:
+                _drop_stale_colocation(body, body_names)
         ret_names = set()
         out_types = self._output_types(view, cluster)
         for k, (src, port) in enumerate(cluster.outputs):

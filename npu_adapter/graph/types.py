@@ -176,6 +176,15 @@ def _arg_lengths(args, node, defaults):
     return lengths
 
 
+@functools.cache
+def _fixed_port_names(op_type):
+    """Port names of ops whose output list does not depend on attrs (most ops); else None."""
+    op_def = op_def_for(op_type)
+    if op_def is None or any(a.number_attr or a.type_list_attr for a in op_def.output_arg):
+        return None
+    return [f"{a.name}:0" for a in op_def.output_arg]
+
+
 def output_port_names(node, functions=None):
     """FunctionDef-body names of each output port of ``node``: ``["output_arg:idx", ...]``.
 
@@ -186,6 +195,9 @@ def output_port_names(node, functions=None):
         return [f"{arg.name}:0" for arg in functions[node.op].signature.output_arg]
     if node.op == "GeOp":
         return [f"output:{k}" for k in range(len(node.attr["Tout"].list.type))]
+    fixed = _fixed_port_names(node.op)
+    if fixed is not None:
+        return fixed
     op_def = op_def_for(node.op)
     if op_def is None:
         return None
