@@ -104,6 +104,8 @@ def clusters_from_graph(graph_def):
         members = ()
         if fdef is not None:
             members = tuple(n.name for n in fdef.node_def if not n.name.endswith("_copied"))
+        if "_npu_adapter_hoisted" in node.attr:  # large Consts passed in by the CPU reference
+            members += tuple(s.decode() for s in node.attr["_npu_adapter_hoisted"].list.s)
         gears = ()
         if CLUSTER_GEARS_ATTR in node.attr:
             gears = tuple(_parse_gear(s.decode()) for s in node.attr[CLUSTER_GEARS_ATTR].list.s)

@@ -65,7 +65,7 @@ class _Signature:
     """The cached rewrite of one run signature."""
 
     __slots__ = ("ready", "error", "tensor_map", "op_map", "result", "lazy", "gears",
-                 "specs", "seen_shapes", "feeds")
+                 "specs", "seen_shapes", "feeds", "gear_variants")
 
     def __init__(self):
         self.ready = threading.Event()
@@ -77,6 +77,7 @@ class _Signature:
         self.gears = []        # (cluster name, GearTable, policy) of clusters with gears
         self.specs = {}        # lazy_recompile: shape key -> [entry, use count, age]
         self.seen_shapes = set()  # every shape key ever specialised (to count re-specialising)
+        self.gear_variants = {}   # chosen gears -> entry calling those gears directly
         self.feeds = ()        # fed tensor names (sorted), the order of shape keys
 
 
@@ -158,6 +159,24 @@ def _feeds_by_name(graph, feed_dict):
             continue
         fed[element.name] = value
     return fed
+
+
+def _call_gears(result, gear_of):
+    """A copy of ``result`` whose gear clusters (name → gear index) call that gear's function
+    instead of their dispatcher."""
+    import copy
+
+    graph_def = type(result.graph_def)()
+    graph_def.CopyFrom(result.graph_def)
+    for node in graph_def.node:
+        g = gear_of.get(node.name)
+        if g is None:
+            continue
+        key = "f" if "f" in node.attr else "function"
+        node.attr[key].func.name = f"{node.attr[key].func.name}_gear_{g}"
+    direct = copy.copy(result)
+    direct.graph_def = graph_def
+    return direct
 
 
 def _pin_fed_shapes(result, shapes):
@@ -267,7 +286,6 @@ class _NpuRunMixin:
 
     def _npu_build(self, entry, tensors, ops, feeds, shapes=None):
         from npu_adapter.api import rewrite
-        from npu_adapter.graph.splice import splice_into_graph
 
         graph = self.graph
         counter, graph_lock = _graph_state(graph)
@@ -294,33 +312,49 @@ class _NpuRunMixin:
             if shapes:
                 result = _pin_fed_shapes(result, shapes)
                 entry.result = result
-            finalized = graph.finalized
-            if finalized:
-                graph._unsafe_unfinalize()  # MonitoredSession finalizes graphs
-            try:
-                scope = graph.unique_name(f"npu_rewrite_{graph_num}", mark_as_used=False)
-                rename = splice_into_graph(graph, result.graph_def, scope)
-            finally:
-                if finalized:
-                    graph.finalize()
-            for name in tensors:
-                target = result.tensor_map.get(name, name)
-                node, _, port = target.rpartition(":")
-                entry.tensor_map[name] = graph.get_tensor_by_name(f"{rename(node)}:{port}")
-            for name in ops:
-                entry.op_map[name] = graph.get_operation_by_name(
-                    rename(result.op_map.get(name, name)))
+            self._npu_install(entry, result, tensors, ops, f"npu_rewrite_{graph_num}")
             self._npu_rewrites += 1
 
+    def _npu_install(self, entry, result, tensors, ops, scope):
+        """Splice ``result`` into the session graph and record the fetch mapping in ``entry``.
+        Call with the graph's lock held."""
+        from npu_adapter.graph.splice import splice_into_graph
+
+        graph = self.graph
+        finalized = graph.finalized
+        if finalized:
+            graph._unsafe_unfinalize()  # MonitoredSession finalizes graphs
+        try:
+            scope = graph.unique_name(scope, mark_as_used=False)
+            rename = splice_into_graph(graph, result.graph_def, scope)
+        finally:
+            if finalized:
+                graph.finalize()
+        for name in tensors:
+            target = result.tensor_map.get(name, name)
+            node, _, port = target.rpartition(":")
+            entry.tensor_map[name] = graph.get_tensor_by_name(f"{rename(node)}:{port}")
+        for name in ops:
+            entry.op_map[name] = graph.get_operation_by_name(
+                rename(result.op_map.get(name, name)))
+
     def _npu_count_gears(self, entry, fed):
+        """Pick each gear cluster's gear from the fed shapes and count it. Returns the chosen
+        gears (one index per cluster) when every cluster is ``exact`` with fed inputs and a
+        matching gear — then the gear can be called directly — else None."""
+        chosen = []
         for cluster, table, policy in entry.gears:
             try:
                 shapes = [np.shape(fed[name]) for name in table.names]
             except KeyError:
-                continue  # an input is not fed (e.g. a dataset): not visible here
+                chosen = None  # an input is not fed (e.g. a dataset): not visible here
+                continue
             g = table.select(shapes, policy)
             if g is None:
-                continue  # the run fails in the graph with the gear error
+                chosen = None  # the run fails in the graph with the named gear error
+                continue
+            if chosen is not None:
+                chosen = chosen + [g] if policy == "exact" else None
             fed_elements = sum(int(np.prod(s)) for s in shapes)
             with self._npu_lock:
                 st = self._npu_gear_stats.setdefault(cluster, {
@@ -330,6 +364,45 @@ class _NpuRunMixin:
                 st["gear_counts"][g] = st["gear_counts"].get(g, 0) + 1
                 st["actual_elements"] += fed_elements
                 st["padded_elements"] += table.elements(g)
+        return tuple(chosen) if chosen else None
+
+    def _npu_gear_variant(self, entry, chosen, elements):
+        """The signature with each gear cluster calling its chosen gear's function directly.
+
+        Like the original GeOp kernel, which picks the gear on the host from the input shapes,
+        the session knows the fed shapes: calling the gear copy directly skips the in-graph
+        dispatcher (shape ops, comparisons, a Case and a nested call) on every run. Built once
+        per gear combination; the dispatcher stays for inputs the session cannot see.
+        """
+        with self._npu_lock:
+            variant = entry.gear_variants.get(chosen)
+            owner = variant is None
+            if owner:
+                variant = entry.gear_variants[chosen] = _Signature()
+        if not owner:
+            variant.ready.wait()
+            if variant.error is not None:
+                raise variant.error
+            return variant
+        try:
+            result = _call_gears(entry.result, {c: g for (c, _, _), g in
+                                                zip(entry.gears, chosen)})
+            variant.result = result
+            tensors = tuple(sorted({e.name for e in elements if isinstance(e, tf.Tensor)}))
+            ops = tuple(sorted({e.name for e in elements if isinstance(e, tf.Operation)}))
+            _, graph_lock = _graph_state(self.graph)
+            with graph_lock:
+                suffix = "_".join(str(g) for g in chosen)
+                self._npu_install(variant, result, tensors, ops,
+                                  f"npu_rewrite_{entry.result.clusters[0].name}_gear_{suffix}")
+        except BaseException as exc:
+            variant.error = exc
+            with self._npu_lock:
+                entry.gear_variants.pop(chosen, None)
+            raise
+        finally:
+            variant.ready.set()
+        return variant
 
     def _npu_specialize(self, entry, elements, fed):
         """lazy_recompile: the rewrite specialised to the fed shapes (LFU cache of
@@ -392,7 +465,9 @@ class _NpuRunMixin:
         hit = self._npu_fast.get(key) if key is not None else None
         if hit is not None:
             # Steady state: same fetch objects and feed keys as an earlier run.
-            mapper, mapped = hit
+            mapper, mapped, gears = hit
+            if gears is not None:
+                mapped = self._npu_gear_mapped(gears, feed_dict)
             if mapper is None:
                 return super().run(fetches, feed_dict, options, run_metadata)
             return mapper.build_results(super().run(mapped, feed_dict, options, run_metadata))
@@ -402,22 +477,45 @@ class _NpuRunMixin:
         if entry.lazy or entry.gears:
             fed = _feeds_by_name(self.graph, feed_dict)
             if entry.gears:
-                self._npu_count_gears(entry, fed)
+                chosen = self._npu_count_gears(entry, fed)
+                if chosen is not None and not entry.lazy:
+                    entry = self._npu_gear_variant(entry, chosen, elements)
             if entry.lazy:
                 entry = self._npu_specialize(entry, elements, fed)
         if entry.result is None or not entry.tensor_map and not entry.op_map:
-            self._npu_remember(key, signature, None, None)
+            self._npu_remember(key, signature, None, None, elements, feed_dict)
             return super().run(fetches, feed_dict, options, run_metadata)
         mapped = self._npu_map(entry, elements)
-        self._npu_remember(key, signature, mapper, mapped)
+        self._npu_remember(key, signature, mapper, mapped, elements, feed_dict)
         return mapper.build_results(super().run(mapped, feed_dict, options, run_metadata))
 
-    def _npu_remember(self, key, entry, mapper, mapped):
-        """Remember how to run this exact fetch/feed-key combination (not for signatures whose
-        mapping depends on the fed values: gears with statistics, lazy_recompile)."""
-        if key is None or entry.lazy or entry.gears or len(self._npu_fast) >= _FAST_CACHE_SIZE:
+    def _npu_remember(self, key, entry, mapper, mapped, elements, feed_dict):
+        """Remember how to run this exact fetch/feed-key combination. lazy_recompile mappings
+        depend on the fed shapes and are not remembered; gear signatures are, with what is
+        needed to pick the gear from the fed values on each run."""
+        if key is None or entry.lazy or len(self._npu_fast) >= _FAST_CACHE_SIZE:
             return
-        self._npu_fast[key] = (mapper, mapped)
+        gears = None
+        if entry.gears:
+            names = tuple(_feeds_by_name(self.graph, dict.fromkeys(feed_dict)))
+            if len(names) != len(feed_dict or ()):
+                return  # a composite feed key: take the general path every time
+            gears = (entry, elements, names, mapped, {})
+        self._npu_fast[key] = (mapper, mapped, gears)
+
+    def _npu_gear_mapped(self, gears, feed_dict):
+        """Fast path of a gear signature: pick the gears from the fed shapes, return the
+        mapped fetches of that gear combination (the dispatcher's when none applies)."""
+        entry, elements, names, default, by_gear = gears
+        fed = dict(zip(names, feed_dict.values()))
+        chosen = self._npu_count_gears(entry, fed)
+        if chosen is None:
+            return default
+        mapped = by_gear.get(chosen)
+        if mapped is None:
+            variant = self._npu_gear_variant(entry, chosen, elements)
+            mapped = by_gear[chosen] = self._npu_map(variant, elements)
+        return mapped
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """``Session.make_callable`` on the rewritten graph (same calling convention)."""

@@ -27,13 +27,12 @@ graph are dropped. Names and order depend only on the input graph, so the output
 byte-identical across runs.
 """
 
-import re
 
 from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from npu_adapter.annotations import CLUSTER_ATTR, GEOP_OP, NPU_OPTIMIZER_ATTR, PLACEMENT_ATTR
 from npu_adapter.errors import RewriteError
-from npu_adapter.graph.names import parse_input, unique_name
+from npu_adapter.graph.names import function_arg_name, parse_input, unique_name
 from npu_adapter.graph.types import base_type, is_ref_type, output_port_names
 from npu_adapter.graph_config import read_graph_config
 from npu_adapter.pass_base import PassBase, PassResult
@@ -47,15 +46,6 @@ _VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
 _DT_RESOURCE = 20  # types_pb2.DT_RESOURCE
 INPUTS_ATTR = "_npu_adapter_inputs"
 OUTPUTS_ATTR = "_npu_adapter_outputs"
-_ARG_NAME_RE = re.compile(r"[^a-z0-9_]")
-
-
-def function_arg_name(text, taken):
-    """A FunctionDef arg name (``[a-z][a-z0-9_]*``) derived from ``text``, unique in ``taken``."""
-    name = _ARG_NAME_RE.sub("_", text.lower())
-    if not name or not name[0].isalpha():
-        name = "a_" + name
-    return unique_name(name, taken)
 
 
 def _tensor(name, port):

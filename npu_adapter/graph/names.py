@@ -18,12 +18,14 @@ __all__ = [
     "is_valid_node_name",
     "sanitize_filename",
     "unique_name",
+    "function_arg_name",
 ]
 
 # TF's own rule for node names (tensorflow/core/graph/graph_constructor.cc, IsValidNodeName):
 # first char [A-Za-z0-9.], then [A-Za-z0-9_./\-]; `>` is allowed for names made by some passes.
 _NODE_NAME_RE = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*\Z")
 _UNSAFE_FILE_CHARS_RE = re.compile(r"[^A-Za-z0-9_\-]+")
+_ARG_NAME_RE = re.compile(r"[^a-z0-9_]")
 
 
 def parse_input(text):
@@ -104,3 +106,12 @@ def unique_name(base, taken):
         name = f"{base}_{n}"
     taken.add(name)
     return name
+
+
+def function_arg_name(text, taken):
+    """A FunctionDef argument name (``[a-z][a-z0-9_]*``) derived from ``text``, unique in
+    ``taken`` (which it extends)."""
+    name = _ARG_NAME_RE.sub("_", text.lower())
+    if not name or not name[0].isalpha():
+        name = "a_" + name
+    return unique_name(name, taken)
