@@ -486,7 +486,9 @@ class _NpuRunMixin:
             self._npu_remember(key, signature, None, None, elements, feed_dict)
             return super().run(fetches, feed_dict, options, run_metadata)
         mapped = self._npu_map(entry, elements)
-        self._npu_remember(key, signature, mapper, mapped, elements, feed_dict)
+        # A gear signature remembers the dispatcher's mapping as its fallback, not a gear's.
+        fallback = self._npu_map(signature, elements) if entry is not signature else mapped
+        self._npu_remember(key, signature, mapper, fallback, elements, feed_dict)
         return mapper.build_results(super().run(mapped, feed_dict, options, run_metadata))
 
     def _npu_remember(self, key, entry, mapper, mapped, elements, feed_dict):

@@ -348,3 +348,43 @@ def test_keep_dtype_is_carried_into_the_cluster_and_reported():
     assert "keep_dtype" not in res.placement["out"]
     fdef = next(f for f in res.graph_def.library.function if f.signature.name == "GeOp1_0")
     assert next(n for n in fdef.node_def if n.name == "soft").attr["_keep_dtype"].i == 1
+
+
+def test_session_calls_the_chosen_gear_directly():
+    """With fed inputs and the exact policy the session picks the gear from the fed shapes (as
+    the original GeOp kernel does on the host) and calls that gear's function, skipping the
+    in-graph dispatcher; a shape in no gear still gets the dispatcher's named error."""
+    g = tf.Graph()
+    with g.as_default():
+        tf.graph_util.import_graph_def(seed_graph(), name="")
+    config = NpuConfig.from_dict(SEED_CONFIG).to_config_proto()
+    plain = plain_session_class()(graph=g)
+    with NpuSession(graph=g, config=config) as sess:
+        for gear in (0, 1, 2, 1, 0):
+            feeds = seed_feeds(SEED_GEARS[gear], seed=gear)
+            got = sess.run(SEED_FETCHES, feeds)
+            want = plain.run(SEED_FETCHES, feeds)
+            assert [a.tobytes() for a in got] == [b.tobytes() for b in want]
+        (entry,) = sess._npu_signatures.values()
+        assert sorted(entry.gear_variants) == [(0,), (1,), (2,)]
+        called = {op.get_attr("f").name for op in g.get_operations()
+                  if op.type == "StatefulPartitionedCall"}
+        assert {"GeOp1_0_gear_0", "GeOp1_0_gear_1", "GeOp1_0_gear_2"} <= called
+        with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
+            sess.run(SEED_FETCHES, seed_feeds(((1, 1, 40, 30), (1, 30), (1, 1))))
+        assert sess.npu_gear_stats()["GeOp1_0"]["gear_counts"] == {0: 2, 1: 2, 2: 1}
+    plain.close()
+
+
+def test_large_constants_stay_outside_cluster_functions():
+    res = rewrite(cnn_graph(), {}, fetches=["logits:0"])
+    (cluster,) = res.clusters
+    fdef = next(f for f in res.graph_def.library.function if f.signature.name == cluster.name)
+    big = [n.name for n in fdef.node_def if n.op == "Const"
+           and len(n.attr["value"].tensor.tensor_content) >= 1024]
+    assert big == []
+    outer_consts = {n.name for n in res.graph_def.node if n.op == "Const"}
+    hoisted = set(cluster.nodes) & outer_consts
+    assert hoisted, "the conv and dense weights are passed in as arguments"
+    node = next(n for n in res.graph_def.node if n.name == cluster.name)
+    assert {s.decode() for s in node.attr["_npu_adapter_hoisted"].list.s} == hoisted
