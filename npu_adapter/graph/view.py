@@ -2,8 +2,9 @@
 
 Passes never edit a GraphDef in place. They read it through a GraphView (name index, producers,
 consumers, edge dtypes, topological order) and write a new GraphDef. Building the index is linear
-in nodes + edges and cheap enough for 100k-node graphs (see ``bench/bench_graph_view.py``): node
-inputs are parsed once, into plain integer lists, and consumer lists are only built when asked for.
+in nodes + edges and cheap enough for 100k-node graphs (the ``scaling`` section of
+``python -m bench`` measures it): node inputs are parsed once, into plain integer lists, and
+consumer lists are only built when asked for.
 """
 
 import collections

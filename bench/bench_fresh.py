@@ -1,0 +1,204 @@
+"""Section ``fresh``: first-run latency and peak RSS, each run in a fresh interpreter.
+
+For each model, one process per side (plain ``tf.compat.v1.Session`` / ``NpuSession``, in
+alternating order) loads the frozen model from the corpus cache, imports it into a graph, and then
+times session creation through the first ``run`` returning (the training model runs its
+initialiser and one step), runs ``RUNS`` more times, and exits. Both sides parse the same
+serialized ``ConfigProto`` (an ``NpuOptimizer`` entry with default options). Only the NPU side
+imports ``npu_adapter.session`` (before the timer starts), as a user script imports
+``npu_bridge`` at its top; what the rewrite imports lazily on first use is part of its first run.
+
+Peak RSS is the worker's ``VmHWM`` (high-water mark of its own address space), printed as its
+last act; the runner also polls it from outside as a cross-check. (``ru_maxrss`` is useless here:
+on Linux a child's starts at the runner's peak.) The worker also reports its RSS just before the
+session is created, which both sides share: interpreter, TensorFlow, the loaded GraphDef and its
+imported graph.
+
+Run a worker by hand::
+
+    python -m bench.bench_fresh --model resnet50 --mode npu --runs 5
+"""
+
+import argparse
+import json
+import sys
+import time
+
+from bench.harness import (
+    SectionResult,
+    Target,
+    bench_env,
+    make_row,
+    npu_config_proto,
+    run_process,
+    summarize,
+)
+
+__all__ = ["NAME", "TITLE", "models_needed", "run", "worker_main", "FIRST_RUN_TARGET",
+           "RSS_TARGET"]
+
+NAME = "fresh"
+TITLE = "First-run latency and peak RSS in fresh processes (NpuSession vs plain Session)"
+
+FULL_MODELS = ("resnet50", "mobilenet_v2", "inception_v3", "bert_encoder", "lenet_train")
+QUICK_MODELS = ("small_mlp",)
+# Processes per side and model; BERT-base's first run alone takes ~25-45 s here.
+FULL_REPEATS = {"resnet50": 2, "mobilenet_v2": 2, "inception_v3": 1, "bert_encoder": 1,
+                "lenet_train": 2}
+RUNS = 5
+
+FIRST_RUN_TARGET = Target("<= 1.5x", "ratio", 1.5)
+RSS_TARGET = Target("<= 1.3x", "ratio", 1.3)
+
+
+def models_needed(quick):
+    """Models this section needs in the cache (the workers load them)."""
+    return list(QUICK_MODELS if quick else FULL_MODELS)
+
+
+def _worker_argv(model, mode, config_hex, runs):
+    return [sys.executable, "-m", "bench.bench_fresh", "--model", model, "--mode", mode,
+            "--config-hex", config_hex, "--runs", str(runs)]
+
+
+def run(ctx):
+    """Two rows per model: first-run latency and peak RSS (NPU vs plain)."""
+    config_hex = npu_config_proto().SerializeToString().hex()
+    env = bench_env()
+    rows = []
+    details = {}
+    runs = 2 if ctx.quick else RUNS
+    k = 0
+    for name in models_needed(ctx.quick):
+        repeats = 1 if ctx.quick else FULL_REPEATS.get(name, 1)
+        samples = {"plain": [], "npu": []}
+        for _ in range(repeats):
+            order = ("plain", "npu") if k % 2 == 0 else ("npu", "plain")
+            k += 1
+            for mode in order:
+                proc = run_process(_worker_argv(name, mode, config_hex, runs), env=env,
+                                   timeout=300).check()
+                report = proc.json()
+                # The worker's own final VmHWM is exact; the polled one can only be lower.
+                report["peak_rss_kb"] = max(report["vmhwm_kb"], proc.peak_rss_kb or 0)
+                report["polled_vmhwm_kb"] = proc.peak_rss_kb
+                report["process_seconds"] = proc.wall_seconds
+                samples[mode].append(report)
+        first = {m: summarize(r["first_run_s"] for r in samples[m]) for m in samples}
+        peak = {m: summarize(r["peak_rss_kb"] / 1024 for r in samples[m]) for m in samples}
+        before = {m: summarize(r["rss_before_session_kb"] / 1024 for r in samples[m])
+                  for m in samples}
+        own = {m: summarize((r["peak_rss_kb"] - r["rss_before_session_kb"]) / 1024
+                            for r in samples[m]) for m in samples}
+        steady = {m: summarize(t for r in samples[m] for t in r["steady_s"]) for m in samples}
+        row_details = {
+            "processes_per_side": repeats,
+            "runs_after_first": runs,
+            "rss_before_session_mb": {m: before[m].median for m in samples},
+            "peak_minus_before_session_mb": {m: own[m].median for m in samples},
+            "session_part_ratio": own["npu"].median / own["plain"].median
+            if own["plain"].median > 0 else None,
+            "polled_vmhwm_mb": {m: [(r["polled_vmhwm_kb"] or 0) / 1024 for r in samples[m]]
+                                for m in samples},
+            "steady_median_ms": {m: steady[m].median * 1e3 for m in samples},
+            "worker_seconds": {m: [round(r["process_seconds"], 2) for r in samples[m]]
+                               for m in samples},
+            "clusters": samples["npu"][0].get("clusters"),
+            "npu_pass_seconds": [r["passes_s"] for r in samples["npu"]],
+        }
+        details[name] = row_details
+        rows.append(make_row(name, f"first run, fresh process (n={repeats})", "s", first["npu"],
+                             baseline=first["plain"], target=FIRST_RUN_TARGET,
+                             details={"processes_per_side": repeats}))
+        rows.append(make_row(name, f"peak RSS, fresh process (n={repeats})", "MB", peak["npu"],
+                             baseline=peak["plain"], target=RSS_TARGET, details=row_details))
+        ctx.log(f"fresh {name}: first run {first['npu'].median:.2f} s vs "
+                f"{first['plain'].median:.2f} s; peak RSS {peak['npu'].median:.0f} MB vs "
+                f"{peak['plain'].median:.0f} MB (before session: "
+                f"{before['plain'].median:.0f} MB)")
+    notes = [
+        "One fresh interpreter per measurement (plain and NPU alternate); first run = session "
+        "creation through the first run returning (training: initialiser + one step); "
+        f"then {runs} more runs; peak RSS = VmHWM of the worker, read by itself at the end.",
+        "Peak RSS includes what both sides share (interpreter, TensorFlow, the loaded GraphDef "
+        "and its graph); details.peak_minus_before_session_mb isolates the session part.",
+    ]
+    return SectionResult(rows, notes, details)
+
+
+# --------------------------------------------------------------------------------------------
+# Worker (a fresh interpreter per measurement)
+# --------------------------------------------------------------------------------------------
+
+
+def worker_main(argv=None):
+    """Load one model, time the first run of one session kind, run it again, print JSON."""
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_fresh",
+                                     description="one first-run / peak-RSS measurement")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--mode", required=True, choices=("plain", "npu"))
+    parser.add_argument("--config-hex", default=None,
+                        help="serialized ConfigProto in hex (default: NpuOptimizer, defaults)")
+    parser.add_argument("--runs", type=int, default=RUNS)
+    args = parser.parse_args(argv)
+
+    import os
+
+    for key, value in bench_env({}).items():
+        if key != "PYTHONPATH":
+            os.environ.setdefault(key, value)  # normally set by the parent already
+    start = time.perf_counter()
+    import tensorflow as tf
+
+    from bench import models
+    from bench.harness import current_rss_kb, import_graph, peak_rss_self_kb
+
+    tf_import_s = time.perf_counter() - start
+    if args.config_hex:
+        config = tf.compat.v1.ConfigProto.FromString(bytes.fromhex(args.config_hex))
+    else:
+        config = npu_config_proto()
+    session_cls = tf.compat.v1.Session
+    if args.mode == "npu":
+        from npu_adapter.session import NpuSession
+
+        session_cls = NpuSession
+    t = time.perf_counter()
+    spec = models.get_model(args.model)
+    load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    graph = import_graph(spec.graph_def)
+    import_s = time.perf_counter() - t
+    fetches = list(spec.fetches) + list(spec.targets)
+    spec.graph_def = None  # the session works from the graph; drop the parsed copy
+    rss_before = current_rss_kb()
+
+    t = time.perf_counter()
+    sess = session_cls(graph=graph, config=config)
+    if spec.init_op:
+        sess.run(spec.init_op)
+    sess.run(fetches, spec.feeds)
+    first_run_s = time.perf_counter() - t
+    steady = []
+    for _ in range(args.runs):
+        t = time.perf_counter()
+        sess.run(fetches, spec.feeds)
+        steady.append(time.perf_counter() - t)
+    clusters = rewrite_s = None
+    if args.mode == "npu":
+        result = sess.npu_rewrite_result(fetches, spec.feeds)
+        clusters = len(result.clusters) if result is not None else 0
+        rewrite_s = sum(t for _, t in result.timings) if result is not None else 0.0
+    sess.close()
+    print(json.dumps({
+        "model": args.model, "mode": args.mode, "tensorflow": tf.__version__,
+        "tf_import_s": tf_import_s, "load_s": load_s, "import_graph_s": import_s,
+        "first_run_s": first_run_s, "steady_s": steady, "clusters": clusters,
+        "passes_s": rewrite_s,
+        "rss_before_session_kb": rss_before, "vmhwm_kb": peak_rss_self_kb(),
+    }), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())
