@@ -33,7 +33,7 @@ from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 from npu_adapter.annotations import CLUSTER_ATTR, GEOP_OP, NPU_OPTIMIZER_ATTR, PLACEMENT_ATTR
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.names import function_arg_name, parse_input, unique_name
-from npu_adapter.graph.types import base_type, is_ref_type, output_port_names
+from npu_adapter.graph.types import base_type, is_ref_type, output_port_names, tensor_bytes
 from npu_adapter.graph_config import read_graph_config
 from npu_adapter.pass_base import PassBase, PassResult
 from npu_adapter.registry import register_pass
@@ -45,6 +45,7 @@ __all__ = ["EncapsulatePass", "INPUTS_ATTR", "OUTPUTS_ATTR", "function_arg_name"
 _VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
 _DT_RESOURCE = 20  # types_pb2.DT_RESOURCE
 INPUTS_ATTR = "_npu_adapter_inputs"
+HOISTED_ATTR = "_npu_adapter_hoisted"
 OUTPUTS_ATTR = "_npu_adapter_outputs"
 
 
@@ -78,6 +79,7 @@ class _Cluster:
         self.const_copies = {}     # const index -> copy name inside the function
         self.control_outputs = []  # member indices
         self.var_copies = []       # variables duplicated into this cluster (device-owned state)
+        self.hoisted = []          # large member Consts left in the outer graph (read as args)
 
 
 @register_pass
@@ -107,12 +109,14 @@ class EncapsulatePass(PassBase):
                 raise RewriteError(
                     f"cannot create cluster {name!r}: the graph already has a function or node "
                     "of that name (rewrite with another graph_num)", code="Internal")
+        hoisted = self._hoist_constants(view, ctx, clusters, cluster_of)
         config = ctx.get_config()
         graph_config = read_graph_config(view, config)
         mix = bool(config.mix_compile_mode)
         order = sorted(clusters, key=lambda c: clusters[c].members[0])
 
-        self._plan_const_copies(view, clusters, cluster_of, mix)
+        self._plan_const_copies(view, clusters, cluster_of, mix,
+                                {i for big in hoisted.values() for i in big})
         if not ctx.get_backend().keeps_state_on_host and config.variable_placement != "Host":
             self._plan_var_copies(view, clusters, cluster_of)
         self._plan_io(view, ctx, clusters, cluster_of)
@@ -139,8 +143,9 @@ class EncapsulatePass(PassBase):
                 continue
             copy = out.node.add()
             copy.CopyFrom(node)
-            if PLACEMENT_ATTR in copy.attr:
-                del copy.attr[PLACEMENT_ATTR]  # bookkeeping ends here; the report read it
+            for key in (PLACEMENT_ATTR, CLUSTER_ATTR):
+                if key in copy.attr:
+                    del copy.attr[key]  # bookkeeping ends here; the report read it
             if any(src in cluster_of for src, _ in view.data_inputs[i]) or \
                     any(src in cluster_of for src in view.control_inputs[i]):
                 self._rewire_host_node(view, i, copy, clusters, cluster_of)
@@ -157,12 +162,40 @@ class EncapsulatePass(PassBase):
 
     # ------------------------------------------------------------------ planning
     @staticmethod
-    def _plan_const_copies(view, clusters, cluster_of, mix):
+    def _hoist_constants(view, ctx, clusters, cluster_of):
+        """Keep large Consts of clusters in the outer graph, read by the cluster as arguments,
+        when the backend asks for it (``Backend.hoist_constants_bytes``; the CPU reference does:
+        the session graph already holds the user's weights, and a copy inside every cluster
+        function would double the graph's memory and slow the first run). The Const stays a
+        member of its cluster in the report. Returns {cluster name: [const indices]}."""
+        threshold = getattr(ctx.get_backend(), "hoist_constants_bytes", None)
+        hoisted = {}
+        if not threshold:
+            return hoisted
+        nodes = view.nodes
+        for name, cluster in clusters.items():
+            big = [i for i in cluster.members if nodes[i].op == "Const" and not nodes[i].input
+                   and tensor_bytes(nodes[i].attr["value"].tensor) >= threshold]
+            if not big or len(big) == len(cluster.members):
+                continue  # a cluster of nothing but constants keeps them
+            big_set = set(big)
+            cluster.members = [i for i in cluster.members if i not in big_set]
+            cluster.hoisted = big
+            hoisted[name] = big
+            for i in big:
+                del cluster_of[i]
+        return hoisted
+
+    @staticmethod
+    def _plan_const_copies(view, clusters, cluster_of, mix, hoisted=frozenset()):
+        """Mix-compile mode: a Const feeding a cluster from outside is copied into it as
+        ``<name>_copied`` (as the original does), except the large Consts the backend keeps in
+        the outer graph (``hoisted``): copying them back would undo the hoisting."""
         if not mix:
             return
         nodes = view.nodes
         for i, node in enumerate(nodes):
-            if node.op not in CONST_OPS:
+            if node.op not in CONST_OPS or i in hoisted:
                 continue
             home = cluster_of.get(i)
             for d, _, port in view.data_outputs[i]:
@@ -300,6 +333,8 @@ class EncapsulatePass(PassBase):
             _tensor(nodes[s].name, p).encode() for s, p in cluster.inputs)
         node.attr[OUTPUTS_ATTR].list.s.extend(
             _tensor(nodes[s].name, p).encode() for s, p in cluster.outputs)
+        if cluster.hoisted:
+            node.attr[HOISTED_ATTR].list.s.extend(nodes[i].name.encode() for i in cluster.hoisted)
         return node
 
     @staticmethod

@@ -25,6 +25,7 @@ class OriginalLikeBackend(CpuReferenceBackend):
     name = "original_like"
     keeps_state_on_host = False
     per_op_node_support = True
+    hoist_constants_bytes = None  # constants go into the GeOp, as in the original
 
     def supports_node(self, node_def, op_def):
         return True, "supported"

@@ -446,6 +446,28 @@ def test_22_const_shared_across_clusters_is_copied():
     assert members(res) == {"GeOp1_0": {"C", "X"}, "GeOp1_1": {"Y"}}
 
 
+def test_22b_large_const_shared_across_clusters_is_passed_not_copied():
+    """On the CPU reference a large Const stays in the outer graph (hoisted): in mix mode it is
+    read by both clusters as an argument, never copied back into a cluster as ``C_copied``."""
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2, 512])
+    b.const("C", np.linspace(-1.0, 1.0, 2 * 512, dtype=np.float32).reshape(2, 512))
+    b.binary("Mul", "X", "x", "C")
+    b.unary("Tan", "host_op", "X")
+    b.binary("Add", "Y", "host_op", "C")
+    gd = b.graph_def()
+    ops = OpSupportList.from_names(["Mul", "Add", "Const"])
+    feeds = {"x:0": np.random.RandomState(1).rand(2, 512).astype(np.float32)}
+    res = assert_rewrite_equivalent(gd, {"mix_compile_mode": True}, feeds, ["Y:0"],
+                                    op_support=ops)
+    assert members(res) == {"GeOp1_0": {"C", "X"}, "GeOp1_1": {"Y"}}
+    bodies = [n.name for f in res.graph_def.library.function for n in f.node_def]
+    assert not any(name.startswith("C") for name in bodies), bodies
+    outer = {n.name: n for n in res.graph_def.node}
+    assert outer["C"].op == "Const"
+    assert "C" in [t.split(":")[0] for t in outer["GeOp1_1"].input]
+
+
 def test_23_resource_variable_on_host_feeds_the_cluster_by_value():
     g = tf.Graph()
     with g.as_default():

@@ -36,6 +36,9 @@ class Backend(abc.ABC):
     # True when supports_node() depends on the op type alone (not on node attrs): the
     # partitioner then asks once per op type, which matters on 100k-node graphs.
     per_op_node_support = False
+    # Consts of at least this many bytes stay outside cluster functions and are passed in as
+    # arguments (None: constants go into the cluster, as the original puts them into the GeOp).
+    hoist_constants_bytes = None
 
     def op_support(self, config):
         """The op-support list for this backend under ``config``.

@@ -55,7 +55,6 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
 
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
-    _hoist_large_constants(out)
     called = set()
     for node in out.node:
         if node.op != GEOP_OP:
@@ -77,98 +76,16 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
     return out
 
 
-# Constants at least this large are kept in the outer graph and passed to the cluster function
-# as arguments (see _hoist_large_constants).
-HOIST_CONSTANT_BYTES = 1024
-
-
-def _tensor_bytes(tensor):
-    """Approximate size in bytes of a TensorProto's data."""
-    if tensor.tensor_content:
-        return len(tensor.tensor_content)
-    elements = 1
-    for dim in tensor.tensor_shape.dim:
-        elements *= max(dim.size, 0)
-    return elements * 4
-
-
-def _hoist_large_constants(graph_def, threshold=HOIST_CONSTANT_BYTES):
-    """Move large Consts out of cluster functions (in place on ``graph_def``).
-
-    A Const inside a cluster function would be a second copy of the user's weights: the session
-    graph keeps the user's own Const nodes, and the function library would hold them again
-    (twice the graph memory, and a longer first run while TensorFlow extends the session). On
-    the CPU reference the cluster can just as well read them as arguments: each large Const of
-    a cluster body goes back to the outer graph, byte-identical to the user's node (so
-    ``NpuSession`` maps it to the user's own), and becomes a trailing input of the cluster call.
-    Clusters with gears are left alone (their dispatcher would have to pass the values through).
-    """
-    from npu_adapter.graph.names import function_arg_name
-    from npu_adapter.result import CLUSTER_GEARS_ATTR
-
-    functions = {f.signature.name: f for f in graph_def.library.function}
-    position = {n.name: k for k, n in enumerate(graph_def.node)}
-    hoisted_nodes = []
-    for node in list(graph_def.node):
-        if node.op != GEOP_OP or CLUSTER_GEARS_ATTR in node.attr:
-            continue
-        fdef = functions.get(node.attr["function"].func.name)
-        if fdef is None:
-            continue
-        big = [b for b in fdef.node_def
-               if b.op == "Const" and not b.input and not b.name.endswith("_copied")
-               and b.name not in position and _tensor_bytes(b.attr["value"].tensor) >= threshold]
-        if not big:
-            continue
-        taken = {a.name for a in fdef.signature.input_arg}
-        renames = {}
-        for const in big:
-            arg = fdef.signature.input_arg.add()
-            arg.name = function_arg_name(f"{const.name}_0_arg", taken)
-            arg.type = const.attr["dtype"].type
-            renames[f"{const.name}:output:0"] = arg.name
-            copy = type(const)()
-            copy.CopyFrom(const)
-            hoisted_nodes.append((position[node.name], copy))
-        keep = [b for b in fdef.node_def if b not in big]
-        big_names = {c.name for c in big}
-        del fdef.node_def[:]
-        fdef.node_def.extend(keep)
-        for body in fdef.node_def:
-            inputs = [renames.get(t, t) for t in body.input
-                      if not (t.startswith("^") and t[1:] in big_names)]
-            del body.input[:]
-            body.input.extend(inputs)
-        for key, value in list(fdef.ret.items()):
-            fdef.ret[key] = renames.get(value, value)
-        for key, value in list(fdef.control_ret.items()):
-            if value in big_names:
-                del fdef.control_ret[key]
-                fdef.signature.control_output.remove(key)
-        data = [t for t in node.input if not t.startswith("^")]
-        controls = [t for t in node.input if t.startswith("^")]
-        del node.input[:]
-        node.input.extend(data + [c.name for c in big] + controls)
-        node.attr["Tin"].list.type.extend(c.attr["dtype"].type for c in big)
-        node.attr["_npu_adapter_hoisted"].list.s.extend(c.name.encode() for c in big)
-    if hoisted_nodes:
-        # Each hoisted Const goes right before its cluster node (deterministic order).
-        nodes = list(graph_def.node)
-        before = {}
-        for pos, const in hoisted_nodes:
-            before.setdefault(pos, []).append(const)
-        del graph_def.node[:]
-        for k, n in enumerate(nodes):
-            graph_def.node.extend(before.get(k, []))
-            graph_def.node.add().CopyFrom(n)
-
-
 class CpuReferenceBackend(Backend):
     """Runs clusters as TF functions on the CPU; the default backend."""
 
     name = "cpu"
     keeps_state_on_host = True
     per_op_node_support = True  # state ownership and graph inputs are properties of the op type
+    # Large Consts stay in the outer graph and are passed to the cluster as arguments: the
+    # session graph already holds the user's weights, a copy in each cluster function would
+    # double the graph's memory and slow the first run (see passes/encapsulate.py).
+    hoist_constants_bytes = 1024
 
     def supports_node(self, node_def, op_def):
         if node_def.op == "Placeholder":

@@ -27,6 +27,7 @@ __all__ = [
     "dtype_name",
     "output_port_names",
     "may_reference_functions",
+    "tensor_bytes",
 ]
 
 REF_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
@@ -205,3 +206,14 @@ def output_port_names(node, functions=None):
     if lengths is None:
         return None
     return [f"{name}:{k}" for name, n in lengths for k in range(n)]
+
+
+def tensor_bytes(tensor):
+    """Approximate size in bytes of a TensorProto's data (4 bytes per element when the data is
+    not packed in ``tensor_content``)."""
+    if tensor.tensor_content:
+        return len(tensor.tensor_content)
+    elements = 1
+    for dim in tensor.tensor_shape.dim:
+        elements *= max(dim.size, 0)
+    return elements * 4
