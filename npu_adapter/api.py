@@ -14,6 +14,7 @@ from tensorflow.core.framework import graph_pb2
 from npu_adapter.errors import GraphError, GraphInvariantError, RewriteError
 from npu_adapter.graph.extract import extract_client_graph, normalize_tensor_name
 from npu_adapter.graph.names import parse_input
+from npu_adapter.graph.payload import strip_payloads
 from npu_adapter.graph.verify import verify_graph
 from npu_adapter.graph.view import GraphView
 from npu_adapter.instruments import (
@@ -168,6 +169,16 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         raise TypeError(f"graph_def must be a GraphDef, got {type(graph_def).__name__}")
     npu_config = as_npu_config(config)
     backend_obj = get_backend(backend) if isinstance(backend, str) else backend
+    from npu_adapter.dump import rewrite_dump_instruments
+
+    dump_dir = dump_dir or getattr(npu_config, "npu_adapter_dump_dir", "") or None
+    dump_instruments = rewrite_dump_instruments(dump_dir, graph_num)
+    user_graph, payloads = graph_def, None
+    if not dump_instruments and not instruments:
+        # Nobody looks at the intermediate graphs: the passes run without the constants' data
+        # (see graph/payload.py), which is put back into the final graph below. Dumps and
+        # instruments see the full graphs.
+        graph_def, payloads = strip_payloads(graph_def)
     view = GraphView(graph_def)
     _check_input(graph_def, view)
     fetches = [normalize_tensor_name(f, "fetch") for f in (fetches or ())]
@@ -197,15 +208,13 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     # Placement is read from the graph entering `encapsulate`: every node still carries its
     # annotation there (encapsulate drops them from the graph it writes).
     capture = CaptureInstrument(["encapsulate"], stage="before")
-    all_instruments = [timing, capture, *checks, *instruments]
-    from npu_adapter.dump import rewrite_dump_instruments
-
-    dump_dir = dump_dir or getattr(npu_config, "npu_adapter_dump_dir", "") or None
-    all_instruments.extend(rewrite_dump_instruments(dump_dir, graph_num))
+    all_instruments = [timing, capture, *checks, *instruments, *dump_instruments]
     manager = passes_pkg.PassManager.from_pipeline(pipeline or passes_pkg.DEFAULT_PIPELINE,
                                                    all_instruments)
     outcome = manager.run(work, ctx)
     final = outcome.graph_def
+    if payloads is not None:
+        payloads.restore(final)
     annotated = capture.graphs.get("encapsulate", final)
     skip_reason = None
     for _, result in outcome.results:
@@ -226,7 +235,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         graph_def=final,
         clusters=clusters,
         placement=placement,
-        modified=final is not graph_def and final != graph_def,
+        modified=final is not user_graph and final != user_graph,
         skip_reason=skip_reason,
         tensor_map=tensor_map,
         op_map=op_map,

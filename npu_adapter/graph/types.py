@@ -209,11 +209,22 @@ def output_port_names(node, functions=None):
 
 
 def tensor_bytes(tensor):
-    """Approximate size in bytes of a TensorProto's data (4 bytes per element when the data is
-    not packed in ``tensor_content``)."""
-    if tensor.tensor_content:
-        return len(tensor.tensor_content)
-    elements = 1
+    """Size in bytes of a TensorProto's data once materialised, from its dtype and shape (never
+    from ``tensor_content``: reading that field copies it). Strings count their bytes; dtypes
+    without a fixed size (resource, variant) count 0."""
+    if tensor.dtype == types_pb2.DT_STRING:
+        return sum(len(s) for s in tensor.string_val)
+    size = _element_size(tensor.dtype)
     for dim in tensor.tensor_shape.dim:
-        elements *= max(dim.size, 0)
-    return elements * 4
+        size *= max(dim.size, 0)
+    return size
+
+
+@functools.cache
+def _element_size(dtype_enum):
+    from tensorflow.python.framework import dtypes
+
+    try:
+        return dtypes.as_dtype(dtype_enum).size
+    except TypeError:
+        return 0

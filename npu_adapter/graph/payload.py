@@ -1,0 +1,109 @@
+"""Rewriting without the weights: large Const payloads are set aside and put back afterwards.
+
+No pass reads the value of a constant, yet every pass that writes a new GraphDef copies it: on a
+BERT-base encoder (438 MB of constants) the copies were most of the rewrite time and a few
+seconds of the session's first run. So the rewrite works on a *light* graph whose large Consts
+keep their dtype and shape but no data, each marked with the name it had in the input graph
+(``PAYLOAD_ATTR``); the marker travels with every copy a pass makes (a ``<name>_copied`` const in
+a cluster function, a hoisted const), and ``PayloadStore.restore`` puts the user's tensor back
+into each marked node of the final graph and drops the marker. The result is byte-identical to a
+rewrite of the full graph (tests/test_payload.py checks this on the model corpus).
+
+Function bodies in the input library are left as they are (they are copied whole, as before).
+"""
+
+from tensorflow.core.framework import graph_pb2, types_pb2
+
+from npu_adapter.graph.types import tensor_bytes
+
+__all__ = ["PAYLOAD_ATTR", "MIN_PAYLOAD_BYTES", "PayloadStore", "strip_payloads"]
+
+PAYLOAD_ATTR = "_npu_adapter_payload"
+# Consts smaller than this are copied as they are: rebuilding a node attribute by attribute costs
+# more than copying a few kilobytes.
+MIN_PAYLOAD_BYTES = 16 * 1024
+
+
+class PayloadStore:
+    """The tensors set aside by ``strip_payloads``: input node name → the user's TensorProto
+    (a reference into the input GraphDef, not a copy)."""
+
+    def __init__(self):
+        self._tensors = {}
+
+    def __len__(self):
+        return len(self._tensors)
+
+    def restore(self, graph_def):
+        """Put the payloads back into every marked node of ``graph_def`` (in place, top-level
+        nodes and function bodies) and drop the markers. Returns ``graph_def``."""
+        if not self._tensors:
+            return graph_def
+        bodies = [graph_def.node] + [f.node_def for f in graph_def.library.function]
+        for nodes in bodies:
+            for node in nodes:
+                if PAYLOAD_ATTR not in node.attr:
+                    continue
+                key = node.attr[PAYLOAD_ATTR].s.decode()
+                node.attr["value"].tensor.CopyFrom(self._tensors[key])
+                del node.attr[PAYLOAD_ATTR]
+        return graph_def
+
+
+def _light_copy(node, target, tensor):
+    target.name = node.name
+    target.op = node.op
+    target.input.extend(node.input)
+    if node.device:
+        target.device = node.device
+    for key, value in node.attr.items():
+        if key == "value":
+            light = target.attr["value"].tensor
+            light.dtype = tensor.dtype
+            light.tensor_shape.CopyFrom(tensor.tensor_shape)
+            light.version_number = tensor.version_number
+        else:
+            target.attr[key].CopyFrom(value)
+    if node.HasField("experimental_debug_info"):
+        target.experimental_debug_info.CopyFrom(node.experimental_debug_info)
+    if node.HasField("experimental_type"):
+        target.experimental_type.CopyFrom(node.experimental_type)
+    target.attr[PAYLOAD_ATTR].s = node.name.encode()
+
+
+def strip_payloads(graph_def, min_bytes=None):
+    """A light copy of ``graph_def`` and the store that restores it.
+
+    Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns ``(graph_def, None)`` unchanged when no Const reaches ``min_bytes``, so small graphs
+    pay nothing. ``graph_def`` itself is never modified.
+    """
+    if min_bytes is None:
+        min_bytes = MIN_PAYLOAD_BYTES
+    big = []
+    for k, node in enumerate(graph_def.node):
+        if node.op == "Const" and PAYLOAD_ATTR not in node.attr and "value" in node.attr:
+            tensor = node.attr["value"].tensor
+            # Strings are kept: their data is not one buffer that could be moved cheaply.
+            if tensor.dtype != types_pb2.DT_STRING and tensor_bytes(tensor) >= min_bytes:
+                big.append(k)
+    if not big:
+        return graph_def, None
+    out = graph_pb2.GraphDef()
+    for field, value in graph_def.ListFields():
+        if field.name == "node":
+            continue
+        if field.message_type is not None:
+            getattr(out, field.name).CopyFrom(value)
+        else:
+            setattr(out, field.name, value)
+    store = PayloadStore()
+    big_set = set(big)
+    for k, node in enumerate(graph_def.node):
+        target = out.node.add()
+        if k not in big_set:
+            target.CopyFrom(node)
+            continue
+        tensor = node.attr["value"].tensor
+        _light_copy(node, target, tensor)
+        store._tensors[node.name] = tensor
+    return out, store
