@@ -312,12 +312,14 @@ class _NpuRunMixin:
             if shapes:
                 result = _pin_fed_shapes(result, shapes)
                 entry.result = result
-            self._npu_install(entry, result, tensors, ops, f"npu_rewrite_{graph_num}")
+            self._npu_install(entry, result, tensors, ops, f"npu_rewrite_{graph_num}",
+                              original_graph_def=graph_def)
             self._npu_rewrites += 1
 
-    def _npu_install(self, entry, result, tensors, ops, scope):
+    def _npu_install(self, entry, result, tensors, ops, scope, original_graph_def=None):
         """Splice ``result`` into the session graph and record the fetch mapping in ``entry``.
-        Call with the graph's lock held."""
+        Call with the graph's lock held; ``original_graph_def`` is the graph's GraphDef taken
+        under that lock, if the caller has it."""
         from npu_adapter.graph.splice import splice_into_graph
 
         graph = self.graph
@@ -326,7 +328,7 @@ class _NpuRunMixin:
             graph._unsafe_unfinalize()  # MonitoredSession finalizes graphs
         try:
             scope = graph.unique_name(scope, mark_as_used=False)
-            rename = splice_into_graph(graph, result.graph_def, scope)
+            rename = splice_into_graph(graph, result.graph_def, scope, original_graph_def)
         finally:
             if finalized:
                 graph.finalize()

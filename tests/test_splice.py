@@ -133,3 +133,50 @@ def test_splice_into_graph_shares_state_and_computes_the_rewrite():
         np.testing.assert_array_equal(out, [3.0, 1.0])
         # The spliced update changed the original variable.
         np.testing.assert_array_equal(sess.run("v:0"), [4.0, 3.0])
+
+
+def test_a_constant_whose_value_changed_is_imported_and_map_order_does_not_matter():
+    """Change detection compares field values: a Const with one different element is changed,
+    the same attrs written in another order are not."""
+    gd = _original()
+    rewritten = _copy(gd)
+    k = _by_name(rewritten)["k"]
+    k.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(np.float32(2.5)))
+    c = _by_name(rewritten)["c"]
+    attrs = {key: c.attr[key] for key in sorted(c.attr, reverse=True)}
+    c.ClearField("attr")
+    for key, value in attrs.items():
+        c.attr[key].CopyFrom(value)
+    plan = plan_splice(rewritten, _by_name(gd), has_outputs=_has_outputs(gd))
+    assert plan.imported == ["k", "kc"]
+    assert "c" in plan.kept
+
+
+def test_splice_with_the_graph_def_it_was_rewritten_from_matches_op_lookups():
+    """The session passes the GraphDef it rewrote (no per-op ``node_def`` serialisation); the
+    splice must import exactly what the op-by-op lookup would."""
+    def build():
+        g = tf.Graph()
+        with g.as_default():
+            x = tf1.placeholder(tf.float32, [2, 64], name="x")
+            w = tf.constant(np.linspace(0, 1, 64 * 64, dtype=np.float32).reshape(64, 64),
+                            name="w")
+            tf.nn.relu(tf.matmul(x, w), name="y")
+        return g
+
+    imported = []
+    for pass_graph_def in (False, True):
+        g = build()
+        gd = g.as_graph_def()
+        res = rewrite(gd, {}, fetches=["y:0"], feeds=["x:0"])
+        before = {op.name for op in g.get_operations()}
+        rename = splice_into_graph(g, res.graph_def, "spliced",
+                                   gd if pass_graph_def else None)
+        imported.append(sorted({op.name for op in g.get_operations()} - before))
+        assert rename("w") == "w", "the hoisted weight is the user's own Const"
+        with tf1.Session(graph=g) as sess:
+            feed = {"x:0": np.ones([2, 64], np.float32)}
+            node, _, port = res.tensor_map["y:0"].partition(":")
+            np.testing.assert_array_equal(sess.run(f"{rename(node)}:{port}", feed),
+                                          sess.run("y:0", feed))
+    assert imported[0] == imported[1] and imported[0]

@@ -74,8 +74,9 @@ def _light_copy(node, target, tensor):
 def strip_payloads(graph_def, min_bytes=None):
     """A light copy of ``graph_def`` and the store that restores it.
 
-    Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns ``(graph_def, None)`` unchanged when no Const reaches ``min_bytes``, so small graphs
-    pay nothing. ``graph_def`` itself is never modified.
+    Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns
+    ``(graph_def, None)`` unchanged when no Const reaches ``min_bytes``, so small graphs pay
+    nothing. ``graph_def`` itself is never modified.
     """
     if min_bytes is None:
         min_bytes = MIN_PAYLOAD_BYTES
