@@ -30,7 +30,8 @@ def _serialized(graph_def):
     return graph_def.SerializeToString(deterministic=True)
 
 
-def test_strip_sets_large_constants_aside_and_restore_puts_them_back():
+def test_strip_sets_large_constants_aside_and_restore_puts_them_back(monkeypatch):
+    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
     gd = _weights_graph()
     before = _serialized(gd)
     light, store = strip_payloads(gd, min_bytes=1024)
@@ -49,11 +50,14 @@ def test_small_graphs_are_not_copied():
     gd = _weights_graph()
     same, store = strip_payloads(gd, min_bytes=1 << 20)
     assert same is gd and store is None
+    same, store = strip_payloads(gd, min_bytes=1024)  # 16 KB of weights in all: not worth it
+    assert same is gd and store is None
 
 
-def test_restore_fills_copies_inside_functions():
+def test_restore_fills_copies_inside_functions(monkeypatch):
     """A marked const copied into a function body (``C_copied`` in mix mode, any const of a
     cluster on a backend that keeps constants in the GeOp) gets its data back too."""
+    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
     gd = _weights_graph()
     light, store = strip_payloads(gd, min_bytes=1024)
     fdef = light.library.function.add()
@@ -93,6 +97,7 @@ CASES = [
 def test_rewrite_is_byte_identical_with_and_without_payloads(name, options, backend,
                                                              monkeypatch):
     monkeypatch.setattr(payload, "MIN_PAYLOAD_BYTES", 64)  # strip nearly every const
+    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
     stripped = []
 
     def counting_strip(graph_def, min_bytes=None):
@@ -123,6 +128,7 @@ def test_rewrite_is_byte_identical_with_and_without_payloads(name, options, back
 def test_unchanged_graph_is_reported_unmodified(monkeypatch):
     """With nothing to offload the restored graph equals the input: not ``modified``."""
     monkeypatch.setattr(payload, "MIN_PAYLOAD_BYTES", 64)
+    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
     gd = _weights_graph()
     res = rewrite(gd, {}, backend="cpu", op_support=OpSupportList.from_names([]))
     assert not res.clusters

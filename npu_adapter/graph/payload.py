@@ -22,6 +22,9 @@ PAYLOAD_ATTR = "_npu_adapter_payload"
 # Consts smaller than this are copied as they are: rebuilding a node attribute by attribute costs
 # more than copying a few kilobytes.
 MIN_PAYLOAD_BYTES = 16 * 1024
+# Below this many bytes in all, setting payloads aside costs more than the copies it saves (the
+# light graph is built node by node; a 100k-node graph with a few weights would pay ~0.1 s).
+MIN_TOTAL_BYTES = 4 * 1024 * 1024
 
 
 class PayloadStore:
@@ -75,19 +78,22 @@ def strip_payloads(graph_def, min_bytes=None):
     """A light copy of ``graph_def`` and the store that restores it.
 
     Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns
-    ``(graph_def, None)`` unchanged when no Const reaches ``min_bytes``, so small graphs pay
-    nothing. ``graph_def`` itself is never modified.
+    ``(graph_def, None)`` unchanged when they come to less than ``MIN_TOTAL_BYTES`` together,
+    so graphs with small weights pay nothing. ``graph_def`` itself is never modified.
     """
     if min_bytes is None:
         min_bytes = MIN_PAYLOAD_BYTES
     big = []
+    total = 0
     for k, node in enumerate(graph_def.node):
         if node.op == "Const" and PAYLOAD_ATTR not in node.attr and "value" in node.attr:
             tensor = node.attr["value"].tensor
             # Strings are kept: their data is not one buffer that could be moved cheaply.
-            if tensor.dtype != types_pb2.DT_STRING and tensor_bytes(tensor) >= min_bytes:
+            size = tensor_bytes(tensor) if tensor.dtype != types_pb2.DT_STRING else 0
+            if size >= min_bytes:
                 big.append(k)
-    if not big:
+                total += size
+    if not big or total < MIN_TOTAL_BYTES:
         return graph_def, None
     out = graph_pb2.GraphDef()
     for field, value in graph_def.ListFields():
