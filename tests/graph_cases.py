@@ -101,3 +101,25 @@ def without_npu_compile(graph):
 
     with graph._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
         yield
+
+
+def mix_cnn_graph(batch=None, extra_placeholder=None):
+    """The small CNN the dump, report and inspect tests share (a tf.Graph)::
+
+        images ─► conv1 ─► [host: abs, sqrt under without_npu_compile] ─► conv2 ─► mean ─► probs
+
+    ``extra_placeholder`` adds an unconnected placeholder of that name (name-clash tests).
+    """
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [batch, 8, 8, 3], name="images")
+        w1 = tf.constant(np.full([3, 3, 3, 4], 0.5, np.float32), name="conv1/w")
+        y = tf.nn.relu(tf.nn.conv2d(x, w1, 1, "SAME", name="conv1/conv"), name="conv1/relu")
+        with without_npu_compile(g):
+            y = tf.identity(tf.math.sqrt(tf.abs(y) + 1.0, name="host/sqrt"), name="host/id")
+        w2 = tf.constant(np.full([3, 3, 4, 2], 0.25, np.float32), name="conv2/w")
+        y = tf.nn.relu(tf.nn.conv2d(y, w2, 1, "SAME", name="conv2/conv"), name="conv2/relu")
+        tf.nn.softmax(tf.reduce_mean(y, axis=[1, 2], name="pool"), name="probs")
+        if extra_placeholder:
+            tf1.placeholder(tf.float32, [1], name=extra_placeholder)
+    return g

@@ -310,7 +310,7 @@ def test_hooks_and_callbacks_append():
 def test_optimizer_helpers():
     opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
     wrapped = _init_api.npu_tf_optimizer(opt)
-    assert isinstance(wrapped, NPUDistributedOptimizer) and wrapped._optimizer is opt
+    assert isinstance(wrapped, NPUDistributedOptimizer) and wrapped._opt is opt
     keras_opt = object()
     assert _init_api.npu_keras_optimizer(keras_opt) is keras_opt
 

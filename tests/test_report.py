@@ -7,10 +7,9 @@ import pathlib
 import re
 import xml.etree.ElementTree as ET
 
-import numpy as np
 import pytest
 import tensorflow as tf
-from graph_cases import without_npu_compile
+from graph_cases import mix_cnn_graph
 from tensorflow.core.framework import graph_pb2
 
 import npu_adapter
@@ -36,17 +35,7 @@ def _clean_env(monkeypatch):
 
 
 def cnn(batch=None):
-    g = tf.Graph()
-    with g.as_default():
-        x = tf1.placeholder(tf.float32, [batch, 8, 8, 3], name="images")
-        w1 = tf.constant(np.full([3, 3, 3, 4], 0.5, np.float32), name="conv1/w")
-        y = tf.nn.relu(tf.nn.conv2d(x, w1, 1, "SAME", name="conv1/conv"), name="conv1/relu")
-        with without_npu_compile(g):
-            y = tf.identity(tf.math.sqrt(tf.abs(y) + 1.0, name="host/sqrt"), name="host/id")
-        w2 = tf.constant(np.full([3, 3, 4, 2], 0.25, np.float32), name="conv2/w")
-        y = tf.nn.relu(tf.nn.conv2d(y, w2, 1, "SAME", name="conv2/conv"), name="conv2/relu")
-        tf.nn.softmax(tf.reduce_mean(y, axis=[1, 2], name="pool"), name="probs")
-    return g.as_graph_def()
+    return mix_cnn_graph(batch=batch).as_graph_def()
 
 
 @pytest.fixture(scope="module")

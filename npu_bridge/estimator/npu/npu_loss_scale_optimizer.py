@@ -71,7 +71,26 @@ def apply_if_finite(optimizer, grads_and_vars, loss_scale_manager, global_step, 
     return tf.group(applied, loss_scale_manager.update_loss_scale(finite))
 
 
-class NPULossScaleOptimizer(_Optimizer):
+class WrappingOptimizer(_Optimizer):
+    """Base of the optimizers that wrap another one (``self._opt``): slots and variables are
+    the wrapped optimizer's."""
+
+    _opt = None
+
+    def get_slot(self, *args, **kwargs):
+        """The wrapped optimizer's slot."""
+        return self._opt.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args, **kwargs):
+        """The wrapped optimizer's slot names."""
+        return self._opt.get_slot_names(*args, **kwargs)
+
+    def variables(self, *args, **kwargs):
+        """The wrapped optimizer's variables."""
+        return self._opt.variables(*args, **kwargs)
+
+
+class NPULossScaleOptimizer(WrappingOptimizer):
     """Loss scaling around ``opt`` (a ``tf.compat.v1.train.Optimizer``) with a
     :class:`~npu_bridge.estimator.npu.npu_loss_scale_manager.LossScaleManager`.
 
@@ -114,15 +133,3 @@ class NPULossScaleOptimizer(_Optimizer):
                             self._loss_scale_manager.update_loss_scale(tf.constant(True)))
         return apply_if_finite(self._opt, grads_and_vars, self._loss_scale_manager, global_step,
                                name)
-
-    def get_slot(self, *args, **kwargs):
-        """The wrapped optimizer's slot."""
-        return self._opt.get_slot(*args, **kwargs)
-
-    def get_slot_names(self, *args, **kwargs):
-        """The wrapped optimizer's slot names."""
-        return self._opt.get_slot_names(*args, **kwargs)
-
-    def variables(self, *args, **kwargs):
-        """The wrapped optimizer's variables."""
-        return self._opt.variables(*args, **kwargs)

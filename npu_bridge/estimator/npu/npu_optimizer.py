@@ -20,6 +20,7 @@ import tensorflow as tf
 from npu_bridge import _env
 from npu_bridge.estimator.npu.npu_loss_scale_manager import LossScaleManager
 from npu_bridge.estimator.npu.npu_loss_scale_optimizer import (
+    WrappingOptimizer,
     apply_if_finite,
     down_scale,
     scaled_loss,
@@ -86,7 +87,7 @@ def npu_allreduce(values, reduction="mean", fusion=1, fusion_id=-1,
     return one(values)
 
 
-class NPUDistributedOptimizer(_Optimizer):
+class NPUDistributedOptimizer(WrappingOptimizer):
     """Average the gradients of ``optimizer`` over the ranks before applying them.
 
     One rank: exactly the wrapped optimizer (gradients, updates and slots are delegated).
@@ -100,33 +101,21 @@ class NPUDistributedOptimizer(_Optimizer):
             raise TypeError("NPUDistributedOptimizer wraps a tf.compat.v1.train.Optimizer, got "
                             f"{type(optimizer).__name__}; use npu_keras_optimizer for Keras "
                             "optimizers")
-        self._optimizer = optimizer
+        self._opt = optimizer
         self._is_weight_update_sharding = is_weight_update_sharding
         super().__init__(use_locking=False,
                          name=name or f"Distributed{type(optimizer).__name__}")
 
     def compute_gradients(self, *args, **kwargs):
         """The wrapped optimizer's gradients (their mean over one rank)."""
-        return self._optimizer.compute_gradients(*args, **kwargs)
+        return self._opt.compute_gradients(*args, **kwargs)
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         """Apply with the wrapped optimizer."""
-        return self._optimizer.apply_gradients(grads_and_vars, global_step, name)
-
-    def get_slot(self, *args, **kwargs):
-        """The wrapped optimizer's slot."""
-        return self._optimizer.get_slot(*args, **kwargs)
-
-    def get_slot_names(self, *args, **kwargs):
-        """The wrapped optimizer's slot names."""
-        return self._optimizer.get_slot_names(*args, **kwargs)
-
-    def variables(self, *args, **kwargs):
-        """The wrapped optimizer's variables."""
-        return self._optimizer.variables(*args, **kwargs)
+        return self._opt.apply_gradients(grads_and_vars, global_step, name)
 
 
-class NPUOptimizer(_Optimizer):
+class NPUOptimizer(WrappingOptimizer):
     """``opt`` with optional loss scaling (``is_loss_scale``, needs ``loss_scale_manager``) and
     gradient averaging over the ranks (``is_distributed``; the identity on one rank,
     ``BackendError`` with more). ``is_tailing_optimization`` only reorders the distributed
@@ -175,18 +164,6 @@ class NPUOptimizer(_Optimizer):
             return self._opt.apply_gradients(grads_and_vars, global_step, name)
         return apply_if_finite(self._opt, grads_and_vars, self._loss_scale_manager, global_step,
                                name)
-
-    def get_slot(self, *args, **kwargs):
-        """The wrapped optimizer's slot."""
-        return self._opt.get_slot(*args, **kwargs)
-
-    def get_slot_names(self, *args, **kwargs):
-        """The wrapped optimizer's slot names."""
-        return self._opt.get_slot_names(*args, **kwargs)
-
-    def variables(self, *args, **kwargs):
-        """The wrapped optimizer's variables."""
-        return self._opt.variables(*args, **kwargs)
 
 
 def KerasDistributeOptimizer(optimizer):
