@@ -14,12 +14,15 @@ from npu_adapter.annotations import (
 
 __all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph",
            "placement_from_view",
-           "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "CLUSTER_FUNCTION_ATTRS"]
+           "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "CLUSTER_HOISTED_ATTR",
+           "CLUSTER_FUNCTION_ATTRS"]
 
 KEEP_DTYPE_ATTR = "_keep_dtype"
 CLUSTER_INPUTS_ATTR = "_npu_adapter_inputs"
 CLUSTER_OUTPUTS_ATTR = "_npu_adapter_outputs"
 CLUSTER_GEARS_ATTR = "_npu_adapter_gears"
+# Large Consts a cluster reads from the outer graph (Backend.hoist_constants_bytes): still members.
+CLUSTER_HOISTED_ATTR = "_npu_adapter_hoisted"
 CLUSTER_GEAR_PATTERNS_ATTR = "_npu_adapter_gear_patterns"
 # Attrs naming the function a cluster node calls, before and after lowering.
 CLUSTER_FUNCTION_ATTRS = ("function", "f")
@@ -104,8 +107,8 @@ def clusters_from_graph(graph_def):
         members = ()
         if fdef is not None:
             members = tuple(n.name for n in fdef.node_def if not n.name.endswith("_copied"))
-        if "_npu_adapter_hoisted" in node.attr:  # large Consts passed in by the CPU reference
-            members += tuple(s.decode() for s in node.attr["_npu_adapter_hoisted"].list.s)
+        if CLUSTER_HOISTED_ATTR in node.attr:  # large Consts passed in by the CPU reference
+            members += tuple(s.decode() for s in node.attr[CLUSTER_HOISTED_ATTR].list.s)
         gears = ()
         if CLUSTER_GEARS_ATTR in node.attr:
             gears = tuple(_parse_gear(s.decode()) for s in node.attr[CLUSTER_GEARS_ATTR].list.s)

@@ -37,6 +37,7 @@ from npu_adapter.graph.types import base_type, is_ref_type, output_port_names, t
 from npu_adapter.graph_config import read_graph_config
 from npu_adapter.pass_base import PassBase, PassResult
 from npu_adapter.registry import register_pass
+from npu_adapter.result import CLUSTER_HOISTED_ATTR, CLUSTER_INPUTS_ATTR, CLUSTER_OUTPUTS_ATTR
 
 from ._rules import CONST_OPS
 
@@ -44,9 +45,8 @@ __all__ = ["EncapsulatePass", "INPUTS_ATTR", "OUTPUTS_ATTR", "function_arg_name"
 
 _VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
 _DT_RESOURCE = 20  # types_pb2.DT_RESOURCE
-INPUTS_ATTR = "_npu_adapter_inputs"
-HOISTED_ATTR = "_npu_adapter_hoisted"
-OUTPUTS_ATTR = "_npu_adapter_outputs"
+INPUTS_ATTR = CLUSTER_INPUTS_ATTR
+OUTPUTS_ATTR = CLUSTER_OUTPUTS_ATTR
 
 
 def _tensor(name, port):
@@ -115,8 +115,7 @@ class EncapsulatePass(PassBase):
         mix = bool(config.mix_compile_mode)
         order = sorted(clusters, key=lambda c: clusters[c].members[0])
 
-        self._plan_const_copies(view, clusters, cluster_of, mix,
-                                {i for big in hoisted.values() for i in big})
+        self._plan_const_copies(view, clusters, cluster_of, mix, hoisted)
         if not ctx.get_backend().keeps_state_on_host and config.variable_placement != "Host":
             self._plan_var_copies(view, clusters, cluster_of)
         self._plan_io(view, ctx, clusters, cluster_of)
@@ -167,21 +166,20 @@ class EncapsulatePass(PassBase):
         when the backend asks for it (``Backend.hoist_constants_bytes``; the CPU reference does:
         the session graph already holds the user's weights, and a copy inside every cluster
         function would double the graph's memory and slow the first run). The Const stays a
-        member of its cluster in the report. Returns {cluster name: [const indices]}."""
+        member of its cluster in the report. Returns the set of hoisted node indices."""
         threshold = getattr(ctx.get_backend(), "hoist_constants_bytes", None)
-        hoisted = {}
+        hoisted = set()
         if not threshold:
             return hoisted
         nodes = view.nodes
-        for name, cluster in clusters.items():
+        for cluster in clusters.values():
             big = [i for i in cluster.members if nodes[i].op == "Const" and not nodes[i].input
                    and tensor_bytes(nodes[i].attr["value"].tensor) >= threshold]
             if not big or len(big) == len(cluster.members):
                 continue  # a cluster of nothing but constants keeps them
-            big_set = set(big)
-            cluster.members = [i for i in cluster.members if i not in big_set]
+            hoisted.update(big)
+            cluster.members = [i for i in cluster.members if i not in hoisted]
             cluster.hoisted = big
-            hoisted[name] = big
             for i in big:
                 del cluster_of[i]
         return hoisted
@@ -334,7 +332,8 @@ class EncapsulatePass(PassBase):
         node.attr[OUTPUTS_ATTR].list.s.extend(
             _tensor(nodes[s].name, p).encode() for s, p in cluster.outputs)
         if cluster.hoisted:
-            node.attr[HOISTED_ATTR].list.s.extend(nodes[i].name.encode() for i in cluster.hoisted)
+            node.attr[CLUSTER_HOISTED_ATTR].list.s.extend(
+                nodes[i].name.encode() for i in cluster.hoisted)
         return node
 
     @staticmethod

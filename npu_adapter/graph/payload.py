@@ -37,6 +37,10 @@ class PayloadStore:
     def __len__(self):
         return len(self._tensors)
 
+    def set_aside(self, name, tensor):
+        """Remember ``tensor`` (not copied) as the payload of the node called ``name``."""
+        self._tensors[name] = tensor
+
     def restore(self, graph_def):
         """Put the payloads back into every marked node of ``graph_def`` (in place, top-level
         nodes and function bodies) and drop the markers. Returns ``graph_def``."""
@@ -112,5 +116,5 @@ def strip_payloads(graph_def, min_bytes=None):
             continue
         tensor = node.attr["value"].tensor
         _light_copy(node, target, tensor)
-        store._tensors[node.name] = tensor
+        store.set_aside(node.name, tensor)
     return out, store
