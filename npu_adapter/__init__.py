@@ -1,6 +1,6 @@
 """npu-adapter: the TF Adapter (npu_bridge) front end, reimplemented in Python for TF 2.x.
 
-Public API (see DESIGN §4): :class:`NpuConfig`, :func:`rewrite` and :class:`RewriteResult`,
+Public API (the README's Quick start): :class:`NpuConfig`, :func:`rewrite` and :class:`RewriteResult`,
 :class:`NpuSession`, :func:`install`, :func:`dump_graphs`, the ``backends`` and ``passes``
 packages and ``testing`` helpers. Heavy modules are imported on first use.
 """
@@ -25,12 +25,12 @@ __all__ = [
 _LAZY = {
     "NpuConfig": ("npu_adapter.config", "NpuConfig"),
     "rewrite": ("npu_adapter.api", "rewrite"),
-    "RewriteResult": ("npu_adapter.result", "RewriteResult"),
-    "ClusterInfo": ("npu_adapter.result", "ClusterInfo"),
+    "RewriteResult": ("npu_adapter.pipeline.result", "RewriteResult"),
+    "ClusterInfo": ("npu_adapter.pipeline.result", "ClusterInfo"),
     "NpuSession": ("npu_adapter.session", "NpuSession"),
     "install": ("npu_adapter.session", "install"),
     "uninstall": ("npu_adapter.session", "uninstall"),
-    "dump_graphs": ("npu_adapter.dump", "dump_graphs"),
+    "dump_graphs": ("npu_adapter.report", "dump_graphs"),
 }
 
 

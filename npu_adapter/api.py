@@ -17,14 +17,14 @@ from npu_adapter.graph.names import parse_input
 from npu_adapter.graph.payload import strip_payloads
 from npu_adapter.graph.verify import verify_graph
 from npu_adapter.graph.view import GraphView
-from npu_adapter.instruments import (
+from npu_adapter.pipeline.base import PassContext
+from npu_adapter.pipeline.instruments import (
     CaptureInstrument,
     InputUnchangedInstrument,
     TimingInstrument,
     VerifyInstrument,
 )
-from npu_adapter.pass_base import PassContext
-from npu_adapter.result import (
+from npu_adapter.pipeline.result import (
     RewriteResult,
     clusters_from_graph,
     placement_from_graph,
@@ -147,7 +147,7 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         instruments: extra pass instruments.
 
     Returns:
-        A :class:`~npu_adapter.result.RewriteResult`.
+        A :class:`~npu_adapter.pipeline.result.RewriteResult`.
 
     Raises:
         NpuConfigError: invalid options. GraphError / GraphInvariantError: a malformed graph or an
@@ -169,7 +169,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         raise TypeError(f"graph_def must be a GraphDef, got {type(graph_def).__name__}")
     npu_config = as_npu_config(config)
     backend_obj = get_backend(backend) if isinstance(backend, str) else backend
-    from npu_adapter.dump import rewrite_dump_instruments
+    from npu_adapter.pipeline.dump_instruments import rewrite_dump_instruments
 
     dump_dir = dump_dir or getattr(npu_config, "npu_adapter_dump_dir", "") or None
     dump_instruments = rewrite_dump_instruments(dump_dir, graph_num)

@@ -23,6 +23,16 @@ import warnings
 from collections.abc import Mapping
 
 from npu_adapter.errors import NpuAdapterError
+from npu_adapter.vocabulary import (
+    REASON_ARG_RETVAL,
+    REASON_CONST_NOT_SUPPORTED_HERE,
+    REASON_DATASET_OP,
+    REASON_GRAY_OP_IN_MIX_MODE,
+    REASON_STRING_JOIN,
+    REASON_SUPPORTED,
+    REASON_UNSUPPORTED_OP,
+    REASON_WITHOUT_NPU_COMPILE_SCOPE,
+)
 
 __all__ = [
     "OpInfo",
@@ -62,14 +72,6 @@ ORIGIN_ASCEND_OPP = "ascend_opp"
 ORIGIN_USER = "user"
 ORIGINS = (ORIGIN_BUNDLED, ORIGIN_ASCEND_OPP, ORIGIN_USER)
 
-REASON_SUPPORTED = "supported"
-REASON_UNSUPPORTED_OP = "unsupported_op"
-REASON_GRAY_OP_IN_MIX_MODE = "gray_op_in_mix_mode"
-REASON_WITHOUT_NPU_COMPILE_SCOPE = "without_npu_compile_scope"
-REASON_DATASET_OP = "dataset_op"
-REASON_CONST_NOT_SUPPORTED_HERE = "const_not_supported_here"
-REASON_ARG_RETVAL = "arg_retval"
-REASON_STRING_JOIN = "string_join"
 REASON_CODES = (
     REASON_SUPPORTED,
     REASON_UNSUPPORTED_OP,

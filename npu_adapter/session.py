@@ -83,7 +83,7 @@ class _Signature:
 
 def _lazy_and_gears(result):
     """Whether a rewrite has lazy_recompile clusters, and its gear tables."""
-    from npu_adapter.result import CLUSTER_GEARS_ATTR
+    from npu_adapter.vocabulary import CLUSTER_GEARS_ATTR
 
     lazy = False
     gears = []
@@ -184,7 +184,7 @@ def _pin_fed_shapes(result, shapes):
     import copy
 
     from npu_adapter.graph.functions import pin_arg_shapes
-    from npu_adapter.result import CLUSTER_INPUTS_ATTR
+    from npu_adapter.vocabulary import CLUSTER_INPUTS_ATTR
 
     graph_def = type(result.graph_def)()
     graph_def.CopyFrom(result.graph_def)
@@ -250,7 +250,7 @@ class _NpuRunMixin:
             return dict(self._npu_lazy_stats)
 
     def npu_rewrite_result(self, fetches, feed_dict=None):
-        """The :class:`~npu_adapter.result.RewriteResult` used for this signature (or None)."""
+        """The :class:`~npu_adapter.pipeline.result.RewriteResult` of this signature (or None)."""
         mapper = _fetch_mapper(self.graph, fetches)
         entry = self._npu_signature(mapper.unique_fetches(), list(feed_dict or ()))
         return entry.result

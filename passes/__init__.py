@@ -4,9 +4,9 @@ Importing this package registers every built-in pass. The default pipeline is
 :data:`DEFAULT_PIPELINE`; each pass also runs on its own: ``get_pass(name)(graph_def, ctx)``.
 """
 
-from npu_adapter.pass_base import PassContext, PassResult
-from npu_adapter.pass_manager import PassManager
-from npu_adapter.registry import get_pass, list_passes, register_pass
+from npu_adapter.pipeline.base import PassContext, PassResult
+from npu_adapter.pipeline.manager import PassManager
+from npu_adapter.pipeline.registry import get_pass, list_passes, register_pass
 
 from . import (  # noqa: F401 - imported for registration
     cluster,
@@ -38,6 +38,6 @@ DEFAULT_PIPELINE = (
 
 def default_pipeline():
     """A fresh list of the default passes."""
-    from npu_adapter.pipeline import parse_pipeline
+    from npu_adapter.pipeline.text import parse_pipeline
 
     return parse_pipeline(DEFAULT_PIPELINE)

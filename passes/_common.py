@@ -2,7 +2,7 @@
 
 from tensorflow.core.framework import graph_pb2
 
-from npu_adapter.annotations import DEVICE_HOST, DEVICE_NPU, PLACEMENT_ATTR
+from npu_adapter.vocabulary import DEVICE_HOST, DEVICE_NPU, PLACEMENT_ATTR
 
 __all__ = ["copy_graph", "write_placements", "read_placements", "remember_placements",
            "publish_placements"]

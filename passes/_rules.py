@@ -22,9 +22,9 @@ import collections
 
 from tensorflow.core.framework import types_pb2
 
-from npu_adapter.annotations import WITHOUT_NPU_COMPILE_ATTR
 from npu_adapter.graph.types import base_type, is_ref_type, may_reference_functions, op_def_for
 from npu_adapter.op_support import is_op_supported
+from npu_adapter.vocabulary import WITHOUT_NPU_COMPILE_ATTR
 
 __all__ = [
     "SupportOracle",

@@ -27,13 +27,14 @@ Clusters are numbered by the position of their first node in the GraphDef, so na
 the graph: ``GeOp<graph_num>_0``, ``GeOp<graph_num>_1``, ...
 """
 
-from npu_adapter.annotations import CLUSTER_ATTR, set_placement
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.cycles import GraphCycles
 from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
-from npu_adapter.graph_config import read_graph_config
-from npu_adapter.pass_base import PassBase, PassOption, PassResult
-from npu_adapter.registry import register_pass
+from npu_adapter.pipeline.annotations import set_placement
+from npu_adapter.pipeline.base import PassBase, PassOption, PassResult
+from npu_adapter.pipeline.graph_config import read_graph_config
+from npu_adapter.pipeline.registry import register_pass
+from npu_adapter.vocabulary import CLUSTER_ATTR
 
 from . import _rules
 from ._common import copy_graph, read_placements, remember_placements
@@ -362,6 +363,8 @@ class ClusterPass(PassBase):
     """Contract candidates into cycle-free clusters and name them ``GeOp<N>_<k>``."""
 
     name = "cluster"
+    gated = True
+    needs = ("placement",)
     options = {
         "min_size": PassOption(int, 0, "drop clusters smaller than this (0: use the config "
                                        "option npu_adapter_min_cluster_size)"),
@@ -373,8 +376,6 @@ class ClusterPass(PassBase):
         view = ctx.graph_view(graph_def)
         config = ctx.get_config()
         graph_config = read_graph_config(view, config)
-        if graph_config.skipped:
-            return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})
         candidate, reasons = read_placements(view)
         mix = bool(config.mix_compile_mode)
         lazy = graph_config.dynamic_input and \

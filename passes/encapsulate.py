@@ -30,23 +30,28 @@ byte-identical across runs.
 
 from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
-from npu_adapter.annotations import CLUSTER_ATTR, GEOP_OP, NPU_OPTIMIZER_ATTR, PLACEMENT_ATTR
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.names import function_arg_name, parse_input, unique_name
 from npu_adapter.graph.types import base_type, is_ref_type, output_port_names, tensor_bytes
-from npu_adapter.graph_config import read_graph_config
-from npu_adapter.pass_base import PassBase, PassResult
-from npu_adapter.registry import register_pass
-from npu_adapter.result import CLUSTER_HOISTED_ATTR, CLUSTER_INPUTS_ATTR, CLUSTER_OUTPUTS_ATTR
+from npu_adapter.pipeline.base import PassBase, PassResult
+from npu_adapter.pipeline.graph_config import read_graph_config
+from npu_adapter.pipeline.registry import register_pass
+from npu_adapter.vocabulary import (
+    CLUSTER_ATTR,
+    CLUSTER_HOISTED_ATTR,
+    CLUSTER_INPUTS_ATTR,
+    CLUSTER_OUTPUTS_ATTR,
+    GEOP_OP,
+    NPU_OPTIMIZER_ATTR,
+    PLACEMENT_ATTR,
+)
 
 from ._rules import CONST_OPS
 
-__all__ = ["EncapsulatePass", "INPUTS_ATTR", "OUTPUTS_ATTR", "function_arg_name"]
+__all__ = ["EncapsulatePass", "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "function_arg_name"]
 
 _VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
 _DT_RESOURCE = 20  # types_pb2.DT_RESOURCE
-INPUTS_ATTR = CLUSTER_INPUTS_ATTR
-OUTPUTS_ATTR = CLUSTER_OUTPUTS_ATTR
 
 
 def _tensor(name, port):
@@ -87,6 +92,8 @@ class EncapsulatePass(PassBase):
     """Turn every ``_subgraphs`` cluster into a ``GeOp`` node and a FunctionDef."""
 
     name = "encapsulate"
+    gated = True
+    needs = ("placement",)
 
     def run(self, graph_def, ctx):
         view = ctx.graph_view(graph_def)
@@ -327,9 +334,9 @@ class EncapsulatePass(PassBase):
         for key in sorted(option_attrs):
             if key not in node.attr:  # first writer wins, as in the original
                 node.attr[key].s = str(option_attrs[key]).encode()
-        node.attr[INPUTS_ATTR].list.s.extend(
+        node.attr[CLUSTER_INPUTS_ATTR].list.s.extend(
             _tensor(nodes[s].name, p).encode() for s, p in cluster.inputs)
-        node.attr[OUTPUTS_ATTR].list.s.extend(
+        node.attr[CLUSTER_OUTPUTS_ATTR].list.s.extend(
             _tensor(nodes[s].name, p).encode() for s, p in cluster.outputs)
         if cluster.hoisted:
             node.attr[CLUSTER_HOISTED_ATTR].list.s.extend(

@@ -6,9 +6,10 @@ copy of every unchanged node). Cluster nodes keep their ``_npu_adapter_inputs``/
 attributes (they document the boundary and cost nothing to TensorFlow).
 """
 
-from npu_adapter.annotations import PLACEMENT_ATTR, strip_annotations
-from npu_adapter.pass_base import PassBase, PassResult
-from npu_adapter.registry import register_pass
+from npu_adapter.pipeline.annotations import strip_annotations
+from npu_adapter.pipeline.base import PassBase, PassResult
+from npu_adapter.pipeline.registry import register_pass
+from npu_adapter.vocabulary import PLACEMENT_ATTR
 
 from ._common import copy_graph
 

@@ -23,9 +23,8 @@ deviation; the original applies no infection on this path).
 import warnings
 
 from npu_adapter.errors import RewriteError
-from npu_adapter.graph_config import read_graph_config
-from npu_adapter.pass_base import PassBase, PassResult
-from npu_adapter.registry import register_pass
+from npu_adapter.pipeline.base import PassBase, PassResult
+from npu_adapter.pipeline.registry import register_pass
 
 from . import _rules
 from ._common import publish_placements, read_placements
@@ -71,6 +70,8 @@ class InOutPairPass(PassBase):
     """Replace the candidate set by the in_out_pair region (or its complement)."""
 
     name = "in_out_pair"
+    gated = True
+    needs = ("placement",)
 
     def run(self, graph_def, ctx):
         config = ctx.get_config()
@@ -78,9 +79,6 @@ class InOutPairPass(PassBase):
         if not text:
             return PassResult(graph_def, False, {"active": False})
         view = ctx.graph_view(graph_def)
-        graph_config = read_graph_config(view, config)
-        if graph_config.skipped:
-            return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})
         if not config.mix_compile_mode:
             raise RewriteError("mix_compile_mode must be True when use in_out_pair.",
                                code="Internal")

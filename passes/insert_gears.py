@@ -22,7 +22,7 @@ no GE, so this pass does that job in TensorFlow terms, after ``encapsulate``:
   outputs must be unpadded).
 
 The cluster node keeps its name and function; it gains ``_npu_adapter_gears`` (one text entry
-per gear, see :meth:`npu_adapter.gears.GearTable.describe`), ``_npu_adapter_gear_patterns``
+per gear, see :meth:`npu_adapter.pipeline.gears.GearTable.describe`), ``_npu_adapter_gear_patterns``
 (each dynamic input with ``-1`` for its dynamic dims) and ``_npu_adapter_gear_policy``.
 """
 
@@ -30,27 +30,27 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
-from npu_adapter.annotations import GEOP_OP
 from npu_adapter.errors import RewriteError
-from npu_adapter.gears import GearTable, gear_table_from_trio, parse_subgraph_gears
 from npu_adapter.graph.functions import graph_to_function_def, pin_arg_shapes, rename_function
 from npu_adapter.graph.names import parse_input
-from npu_adapter.pass_base import PassBase, PassResult
-from npu_adapter.registry import register_pass
-from npu_adapter.result import (
+from npu_adapter.pipeline.base import PassBase, PassResult
+from npu_adapter.pipeline.gears import GearTable, gear_table_from_trio, parse_subgraph_gears
+from npu_adapter.pipeline.registry import register_pass
+from npu_adapter.vocabulary import (
     CLUSTER_GEAR_PATTERNS_ATTR,
     CLUSTER_GEARS_ATTR,
     CLUSTER_INPUTS_ATTR,
     CLUSTER_OUTPUTS_ATTR,
+    GEAR_POLICY_ATTR,
+    GEOP_OP,
+    SUBGRAPH_MULTI_DIMS_DIMS_ATTR,
+    SUBGRAPH_MULTI_DIMS_SHAPE_ATTR,
 )
 
 from ._common import copy_graph
 
-__all__ = ["InsertGearsPass", "GEAR_POLICY_ATTR"]
+__all__ = ["InsertGearsPass"]
 
-GEAR_POLICY_ATTR = "_npu_adapter_gear_policy"
-_SUBGRAPH_SHAPE_ATTR = "_subgraph_multi_dims_input_shape"
-_SUBGRAPH_DIMS_ATTR = "_subgraph_multi_dims_input_dims"
 _tf1 = tf.compat.v1
 
 
@@ -120,12 +120,12 @@ def _subgraph_plans(view, geops):
         inputs = [s.decode() for s in view.nodes[i].attr[CLUSTER_INPUTS_ATTR].list.s]
         names, patterns, arg_indexes, gear_sets = [], [], [], []
         for body in fdef.node_def:
-            if _SUBGRAPH_SHAPE_ATTR not in body.attr:
+            if SUBGRAPH_MULTI_DIMS_SHAPE_ATTR not in body.attr:
                 continue
             indexes, pats, gears = parse_subgraph_gears(
-                body.attr[_SUBGRAPH_SHAPE_ATTR].s.decode(),
-                body.attr[_SUBGRAPH_DIMS_ATTR].s.decode() if _SUBGRAPH_DIMS_ATTR in body.attr
-                else "", body.name)
+                body.attr[SUBGRAPH_MULTI_DIMS_SHAPE_ATTR].s.decode(),
+                body.attr[SUBGRAPH_MULTI_DIMS_DIMS_ATTR].s.decode()
+                if SUBGRAPH_MULTI_DIMS_DIMS_ATTR in body.attr else "", body.name)
             data_inputs = [t for t in body.input if not t.startswith("^")]
             for index, pattern in zip(indexes, pats):
                 if index >= len(data_inputs) or data_inputs[index] not in arg_index:
@@ -285,7 +285,7 @@ class InsertGearsPass(PassBase):
                              if n.op == GEOP_OP]
         if not cluster_functions:
             return PassResult(graph_def, False, {"clusters": 0})
-        has_scopes = any(_SUBGRAPH_SHAPE_ATTR in body.attr
+        has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr
                          for name in cluster_functions for body in functions[name].node_def)
         if config.dims_trio() is None and not has_scopes:
             return PassResult(graph_def, False, {"clusters": 0})

@@ -5,10 +5,10 @@ backend makes of them; for the CPU reference, every ``GeOp`` becomes a ``Statefu
 of the same name calling the same function, so the graph is plain TensorFlow.
 """
 
-from npu_adapter.annotations import GEOP_OP
-from npu_adapter.pass_base import PassBase, PassResult
-from npu_adapter.registry import register_pass
-from npu_adapter.result import clusters_from_graph
+from npu_adapter.pipeline.base import PassBase, PassResult
+from npu_adapter.pipeline.registry import register_pass
+from npu_adapter.pipeline.result import clusters_from_graph
+from npu_adapter.vocabulary import GEOP_OP
 
 __all__ = ["LowerPass"]
 

@@ -24,9 +24,8 @@ Rules, in the original's order:
 from tensorflow.core.framework import types_pb2
 
 from npu_adapter.graph.types import base_type
-from npu_adapter.graph_config import read_graph_config
-from npu_adapter.pass_base import PassBase, PassResult
-from npu_adapter.registry import register_pass
+from npu_adapter.pipeline.base import PassBase, PassResult
+from npu_adapter.pipeline.registry import register_pass
 
 from . import _rules
 from ._common import publish_placements
@@ -146,12 +145,10 @@ class MarkCandidatesPass(PassBase):
     """Annotate every node with its device/host placement and the reason for it."""
 
     name = "mark_candidates"
+    gated = True
 
     def run(self, graph_def, ctx):
         view = ctx.graph_view(graph_def)
-        graph_config = read_graph_config(view, ctx.get_config())
-        if graph_config.skipped:
-            return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})
         candidate, reasons, _ = compute_candidates(view, ctx)
         out, modified = publish_placements(ctx, view, graph_def, candidate, reasons)
         return PassResult(out, modified, {

@@ -1,8 +1,8 @@
 """``read_graph_config``: gating, graph-level checks and pre-partition rewrites (spec §2.1–2.3).
 
 * Gating: when the graph must be left alone (no ``NpuOptimizer``, ``use_off_line`` false,
-  ``_NoNeedOptimize`` on a node, job ps/default, already rewritten) the pass returns its input and
-  every later pass skips too (they all consult :func:`npu_adapter.graph_config.read_graph_config`).
+  ``_NoNeedOptimize`` on a node, job ps/default, already rewritten) this pass and every later
+  gated pass return their input (``PassBase.gated``: the pass framework checks the gate).
 * Graph-level checks the original makes at partition time raise ``RewriteError`` here, before
   anything is rewritten: lazy_recompile with ``iterations_per_loop > 1``, a ``OneShotIterator``
   with ``iterations_per_loop != 1``, more than one ``IteratorGetNext`` with the dynamic-dims trio,
@@ -12,9 +12,9 @@
 """
 
 from npu_adapter.graph.names import parse_input
-from npu_adapter.graph_config import read_graph_config
-from npu_adapter.pass_base import PassBase, PassResult
-from npu_adapter.registry import register_pass
+from npu_adapter.pipeline.base import PassBase, PassResult
+from npu_adapter.pipeline.graph_config import read_graph_config
+from npu_adapter.pipeline.registry import register_pass
 
 from ._common import copy_graph
 
@@ -77,12 +77,11 @@ class ReadGraphConfigPass(PassBase):
     """Check the graph-level configuration and apply the original's pre-partition rewrites."""
 
     name = "read_graph_config"
+    gated = True
 
     def run(self, graph_def, ctx):
         view = ctx.graph_view(graph_def)
         graph_config = read_graph_config(view, ctx.get_config())
-        if graph_config.skipped:
-            return PassResult(graph_def, False, {"skipped": graph_config.skip_reason})
         out, expanded = _expand_unary_compositions(graph_def, view)
         return PassResult(out, expanded > 0, {
             "unary_compositions_expanded": expanded,

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from npu_adapter import cli
-from npu_adapter.config import OPTION_SPECS, OPTIONS_BY_NAME, reset_warn_once
+from npu_adapter.config import OPTION_SPECS, OPTIONS_BY_NAME, NpuConfig, reset_warn_once
 from npu_adapter.errors import NpuConfigError
 
 
@@ -135,7 +135,7 @@ def test_unexpected_errors_exit_1_without_traceback(capsys, monkeypatch):
     def boom(options):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(cli.NpuConfig, "from_dict", boom)
+    monkeypatch.setattr(NpuConfig, "from_dict", boom)
     code, _, err = run(capsys, "options", "--check", "task_index=1")
     assert code == 1
     assert "internal error: RuntimeError: bug" in err and "Traceback" not in err

@@ -11,11 +11,15 @@ from tensorflow.core.framework import graph_pb2
 
 import npu_adapter
 from npu_adapter.config import NpuConfig
-from npu_adapter.dump import read_dump_settings, rewrite_dump_instruments
-from npu_adapter.dump.instruments import CompatDumpInstrument, PassDumpInstrument
 from npu_adapter.errors import NpuConfigError, RewriteError
 from npu_adapter.graph.names import sanitize_filename
 from npu_adapter.passes import DEFAULT_PIPELINE
+from npu_adapter.pipeline.dump_instruments import (
+    CompatDumpInstrument,
+    PassDumpInstrument,
+    rewrite_dump_instruments,
+)
+from npu_adapter.pipeline.dump_settings import read_dump_settings
 
 tf1 = tf.compat.v1
 

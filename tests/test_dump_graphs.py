@@ -9,9 +9,9 @@ from graph_cases import mix_cnn_graph
 from tensorflow.core.framework import graph_pb2
 
 import npu_adapter
-from npu_adapter.dump.tensorboard import EVENT_FILE_NAME
 from npu_adapter.errors import NpuConfigError
 from npu_adapter.passes import DEFAULT_PIPELINE
+from npu_adapter.report.tensorboard import EVENT_FILE_NAME
 
 tf1 = tf.compat.v1
 

@@ -10,7 +10,7 @@ from tensorflow.core.framework import attr_value_pb2
 from npu_adapter import rewrite
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError, RewriteError
-from npu_adapter.gears import GearTable
+from npu_adapter.pipeline.gears import GearTable
 from npu_adapter.session import LAZY_CACHE_SIZE, NpuSession, plain_session_class
 from npu_adapter.testing import assert_rewrite_equivalent
 

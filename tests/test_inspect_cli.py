@@ -281,12 +281,12 @@ def test_verbose_shows_the_traceback(capsys, tmp_path):
 
 
 def test_internal_error_exit_1(capsys, tmp_path, model, monkeypatch):
-    import npu_adapter.dump
+    import npu_adapter.report
 
     def broken(*args, **kwargs):
         raise KeyError("boom")
 
-    monkeypatch.setattr(npu_adapter.dump, "dump_graphs", broken)
+    monkeypatch.setattr(npu_adapter.report, "dump_graphs", broken)
     code, _, stderr = run(capsys, "inspect", model, "--out", tmp_path / "o")
     assert code == 1 and stderr.startswith("npu-adapter: internal error: KeyError")
     assert "Traceback" not in stderr

@@ -9,15 +9,15 @@ from tensorflow.core.framework import graph_pb2
 
 from npu_adapter.errors import GraphInvariantError, PassError
 from npu_adapter.graph.serialize import to_text
-from npu_adapter.instruments import (
+from npu_adapter.pipeline.base import PassBase, PassResult
+from npu_adapter.pipeline.instruments import (
     CaptureInstrument,
     DumpInstrument,
     SkipPassesInstrument,
     TimingInstrument,
     VerifyInstrument,
 )
-from npu_adapter.pass_base import PassBase, PassResult
-from npu_adapter.pass_manager import PassManager
+from npu_adapter.pipeline.manager import PassManager
 from npu_adapter.testing import GraphBuilder
 
 

@@ -37,10 +37,10 @@ from npu_adapter import rewrite
 from npu_adapter.graph.serialize import fingerprint, to_bytes
 from npu_adapter.graph.verify import verify_graph
 from npu_adapter.graph.view import GraphView
-from npu_adapter.instruments import PassInstrument
 from npu_adapter.op_support import OpSupportList
-from npu_adapter.result import CLUSTER_FUNCTION_ATTRS
+from npu_adapter.pipeline.instruments import PassInstrument
 from npu_adapter.testing import GraphBuilder, assert_rewrite_equivalent
+from npu_adapter.vocabulary import CLUSTER_FUNCTION_ATTRS
 
 ROOT = Path(__file__).resolve().parents[1]
 UNARY = ("Abs", "Neg", "Relu", "Floor")

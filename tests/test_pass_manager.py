@@ -13,14 +13,14 @@ from graph_cases import build_geop_graph, chain_with_branch, mix_compile_graph, 
 from npu_adapter import rewrite
 from npu_adapter.errors import GraphError, GraphInvariantError, NpuConfigError, PassError
 from npu_adapter.graph.serialize import to_bytes
-from npu_adapter.instruments import (
+from npu_adapter.op_support import OpSupportList, original_test_fixture_list
+from npu_adapter.pipeline.base import PassBase, PassContext, PassOption, PassResult
+from npu_adapter.pipeline.instruments import (
     InputUnchangedInstrument,
     PassInstrument,
     SkipPassesInstrument,
 )
-from npu_adapter.op_support import OpSupportList, original_test_fixture_list
-from npu_adapter.pass_base import PassBase, PassContext, PassOption, PassResult
-from npu_adapter.pass_manager import PassManager, PipelineResult
+from npu_adapter.pipeline.manager import PassManager, PipelineResult
 from npu_adapter.testing import GraphBuilder
 
 
@@ -433,3 +433,37 @@ def test_every_builtin_pass_is_pure_and_reports_modified_truthfully(name, factor
         assert result.clusters == []
     else:
         assert name.startswith("gated") or result.clusters
+
+
+# ------------------------------------------------------------------ declared preconditions
+
+
+@pytest.mark.parametrize("name", ["cluster", "in_out_pair", "encapsulate"])
+def test_pass_alone_on_unannotated_graph_names_the_missing_pass(name):
+    from npu_adapter.passes import get_pass
+
+    with pytest.raises(GraphInvariantError, match="run 'mark_candidates' before it") as info:
+        get_pass(name)(_graph(), PassContext())
+    assert repr(name) in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["read_graph_config", "mark_candidates", "cluster",
+                                  "in_out_pair", "encapsulate"])
+def test_gated_passes_leave_a_graph_without_npu_optimizer_alone(name):
+    from npu_adapter.config import NpuConfig
+    from npu_adapter.passes import get_pass
+
+    graph = _graph()
+    plain = NpuConfig.from_config_proto(tf.compat.v1.ConfigProto())  # no NpuOptimizer entry
+    result = get_pass(name)(graph, PassContext(config=plain))
+    assert result.graph_def is graph and not result.modified
+    assert result.info == {"skipped": "no_npu_optimizer"}
+
+
+def test_annotated_graph_satisfies_the_precondition():
+    from npu_adapter.passes import get_pass
+
+    ctx = PassContext()
+    marked = get_pass("mark_candidates")(_graph(), ctx).graph_def
+    clustered = get_pass("cluster")(marked, ctx)
+    assert any(n.attr["_subgraphs"].s for n in clustered.graph_def.node if "_subgraphs" in n.attr)

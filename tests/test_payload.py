@@ -9,8 +9,8 @@ from bench import models
 from npu_adapter import api, rewrite
 from npu_adapter.graph import payload
 from npu_adapter.graph.payload import PAYLOAD_ATTR, strip_payloads
-from npu_adapter.instruments import PassInstrument
 from npu_adapter.op_support import OpSupportList
+from npu_adapter.pipeline.instruments import PassInstrument
 from npu_adapter.testing import GraphBuilder
 
 tf1 = tf.compat.v1

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 # Imported first so the built-in passes are registered before any test patches the registry.
 import npu_adapter.passes
-from npu_adapter import registry
 from npu_adapter.errors import PipelineParseError
-from npu_adapter.pass_base import PassBase, PassOption, PassResult
-from npu_adapter.pipeline import format_pipeline, parse_pipeline
+from npu_adapter.pipeline import registry
+from npu_adapter.pipeline.base import PassBase, PassOption, PassResult
+from npu_adapter.pipeline.text import format_pipeline, parse_pipeline
 from npu_adapter.testing import GraphBuilder
 
 BUILTIN = ["cluster", "encapsulate", "finalize", "in_out_pair", "insert_gears", "lower",

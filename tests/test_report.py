@@ -13,12 +13,12 @@ from graph_cases import mix_cnn_graph
 from tensorflow.core.framework import graph_pb2
 
 import npu_adapter
-from npu_adapter.annotations import REASON_DESCRIPTIONS
-from npu_adapter.dump import drawing as drawing_mod
-from npu_adapter.dump.html import format_bytes
-from npu_adapter.dump.layout import layered_positions
-from npu_adapter.dump.report import placement_report
-from npu_adapter.dump.shapes import static_shapes, tensor_record
+from npu_adapter.report import drawing as drawing_mod
+from npu_adapter.report.html import format_bytes
+from npu_adapter.report.layout import layered_positions
+from npu_adapter.report.placement import placement_report
+from npu_adapter.report.shapes import static_shapes, tensor_record
+from npu_adapter.vocabulary import REASON_DESCRIPTIONS
 
 tf1 = tf.compat.v1
 
@@ -131,7 +131,7 @@ def test_not_rewritten_graph():
     report = placement_report(result, cnn())
     assert report["rewritten"] is False and report["skip_reason"]
     assert report["summary"]["npu"] == 0 and report["clusters"] == []
-    html = npu_adapter.dump.html.render_report_html(report)
+    html = npu_adapter.report.html.render_report_html(report)
     assert "The graph was not rewritten" in html
 
 
@@ -175,7 +175,7 @@ def test_html_embedded_data(dumped):
 
 
 def test_script_json_cannot_close_the_script_element():
-    from npu_adapter.dump.html import _script_json
+    from npu_adapter.report.html import _script_json
 
     text = _script_json({"x": "</script><!--"})
     assert "</" not in text and "<!--" not in text and json.loads(text) == {"x": "</script><!--"}
@@ -272,7 +272,7 @@ def test_layout_is_deterministic_and_survives_cycles():
 
 def _screenshot_module():
     spec = importlib.util.spec_from_file_location(
-        "screenshot_report", ROOT / "npu_adapter" / "dump" / "screenshot.py")
+        "screenshot_report", ROOT / "npu_adapter" / "report" / "screenshot.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -8,8 +8,8 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, function_pb2, types_pb2
 
 import npu_adapter.passes
-from npu_adapter import registry
-from npu_adapter.pass_base import PassBase, PassResult
+from npu_adapter.pipeline import registry
+from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.testing import (
     GraphBuilder,
     assert_graph_equal,

@@ -10,7 +10,8 @@ executable. Backends depend only on the library core; they never import passes o
 
 import abc
 
-from npu_adapter.op_support import REASON_SUPPORTED, default_op_support
+from npu_adapter.op_support import default_op_support
+from npu_adapter.vocabulary import REASON_SUPPORTED
 
 __all__ = ["Backend"]
 

@@ -117,7 +117,7 @@ def assert_rewrite_equivalent(graph_def, config=None, feeds=None, fetches=None, 
         **rewrite_kwargs: passed to ``rewrite``.
 
     Returns:
-        The :class:`~npu_adapter.result.RewriteResult`.
+        The :class:`~npu_adapter.pipeline.result.RewriteResult`.
     """
     from npu_adapter.api import rewrite
 

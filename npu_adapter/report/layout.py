@@ -133,7 +133,7 @@ def _fmt(x):
 
 
 def render_svg(drawing):
-    """SVG text of a :class:`~npu_adapter.dump.drawing.Drawing` laid out by this module."""
+    """SVG text of a :class:`~npu_adapter.report.drawing.Drawing` laid out by this module."""
     nodes = drawing.nodes
     index = {node.id: i for i, node in enumerate(nodes)}
     edges = [(index[e.src], index[e.dst]) for e in drawing.edges

@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m npu_adapter.dump.screenshot OUT_DIR/report.html report.png
-    python -m npu_adapter.dump.screenshot report.html shot.png --expect-color "#cfe3ff"
-    python -m npu_adapter.dump.screenshot report.html --dump-dom --query "op=Conv2D"
+    python -m npu_adapter.report.screenshot OUT_DIR/report.html report.png
+    python -m npu_adapter.report.screenshot report.html shot.png --expect-color "#cfe3ff"
+    python -m npu_adapter.report.screenshot report.html --dump-dom --query "op=Conv2D"
 
 Needs Chromium (Debian: ``apt-get install -y chromium``; found as ``chromium``,
 ``chromium-browser`` or ``google-chrome``, or give ``--chromium PATH``). No network is used: the

@@ -7,7 +7,7 @@ once; a second registration is an error so two passes can never share a name.
 
 import functools
 
-from npu_adapter.pass_base import PassBase, PassResult
+from npu_adapter.pipeline.base import PassBase, PassResult
 
 __all__ = ["register_pass", "get_pass", "get_pass_class", "list_passes", "graph_pass"]
 

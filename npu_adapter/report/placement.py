@@ -1,7 +1,7 @@
 """The placement report: where every node runs and why, as one JSON document.
 
-:func:`placement_report` turns a :class:`~npu_adapter.result.RewriteResult` and the graph the
-rewrite received into a dict (written as ``placement.json`` by ``dump_graphs``)::
+:func:`placement_report` turns a :class:`~npu_adapter.pipeline.result.RewriteResult` and the
+graph the rewrite received into a dict (written as ``placement.json`` by ``dump_graphs``)::
 
     {
       "format": "npu_adapter.placement/1",
@@ -23,7 +23,7 @@ rewrite received into a dict (written as ``placement.json`` by ``dump_graphs``):
     }
 
 Lists are ordered most frequent first (ties by name), so ``host_blockers[0]`` is what keeps the
-most ops off the device. Tensor records are described in :mod:`npu_adapter.dump.shapes`. Sizes
+most ops off the device. Tensor records are described in :mod:`npu_adapter.report.shapes`. Sizes
 add up: a cluster's ``input_bytes`` is the sum of the inputs' known ``bytes`` (``null`` when none
 is known) and ``input_bytes_per_example`` the sum of the ``bytes_per_example`` of the inputs whose
 batch dim is unknown; so one step moves ``input_bytes + batch * input_bytes_per_example``. The
@@ -35,8 +35,8 @@ JSON, byte for byte.
 
 import json
 
-from npu_adapter.annotations import DEVICE_HOST, DEVICE_NPU, REASON_DESCRIPTIONS
-from npu_adapter.dump.shapes import static_shapes, tensor_record
+from npu_adapter.report.shapes import static_shapes, tensor_record
+from npu_adapter.vocabulary import DEVICE_HOST, DEVICE_NPU, REASON_DESCRIPTIONS
 
 __all__ = ["REPORT_FORMAT", "placement_report", "report_json", "boundary_dtypes"]
 
@@ -120,7 +120,7 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
     """The placement report of ``result`` (see the module docstring).
 
     Args:
-        result: the :class:`~npu_adapter.result.RewriteResult`.
+        result: the :class:`~npu_adapter.pipeline.result.RewriteResult`.
         graph_def: the graph the rewrite worked on (the client graph of the run signature);
             gives op types and, imported into TensorFlow, the static shapes at the boundaries.
         model: a name for the model (shown as is; pass a base name, not an absolute path).

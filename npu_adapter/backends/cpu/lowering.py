@@ -11,9 +11,9 @@ value whether a run is rewritten or not. Graph inputs (``Placeholder``) stay on 
 session feeds them.
 """
 
-from npu_adapter.annotations import GEOP_OP
 from npu_adapter.backends.base import Backend
 from npu_adapter.graph.types import op_def_for
+from npu_adapter.vocabulary import GEOP_OP
 
 __all__ = ["CpuReferenceBackend", "lower_to_function_calls", "is_state_owner"]
 

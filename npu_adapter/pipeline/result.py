@@ -3,30 +3,25 @@
 import dataclasses
 import typing
 
-from npu_adapter.annotations import (
+from npu_adapter.pipeline.annotations import get_placement
+from npu_adapter.vocabulary import (
     CLUSTER_ATTR,
+    CLUSTER_FUNCTION_ATTRS,
+    CLUSTER_GEAR_PATTERNS_ATTR,
+    CLUSTER_GEARS_ATTR,
+    CLUSTER_HOISTED_ATTR,
+    CLUSTER_INPUTS_ATTR,
+    CLUSTER_NODE_OPS,
+    CLUSTER_OUTPUTS_ATTR,
     DEVICE_HOST,
     DEVICE_NPU,
     GEOP_OP,
+    KEEP_DTYPE_ATTR,
     NPU_OPTIMIZER_ATTR,
-    get_placement,
 )
 
 __all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph",
-           "placement_from_view",
-           "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "CLUSTER_HOISTED_ATTR",
-           "CLUSTER_FUNCTION_ATTRS"]
-
-KEEP_DTYPE_ATTR = "_keep_dtype"
-CLUSTER_INPUTS_ATTR = "_npu_adapter_inputs"
-CLUSTER_OUTPUTS_ATTR = "_npu_adapter_outputs"
-CLUSTER_GEARS_ATTR = "_npu_adapter_gears"
-# Large Consts a cluster reads from the outer graph (Backend.hoist_constants_bytes): still members.
-CLUSTER_HOISTED_ATTR = "_npu_adapter_hoisted"
-CLUSTER_GEAR_PATTERNS_ATTR = "_npu_adapter_gear_patterns"
-# Attrs naming the function a cluster node calls, before and after lowering.
-CLUSTER_FUNCTION_ATTRS = ("function", "f")
-
+           "placement_from_view"]
 
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
@@ -45,10 +40,10 @@ class ClusterInfo:
     """
 
     def gear_table(self):
-        """The :class:`~npu_adapter.gears.GearTable` of this cluster (None without gears)."""
+        """This cluster's :class:`~npu_adapter.pipeline.gears.GearTable` (None without gears)."""
         if not self.gears:
             return None
-        from npu_adapter.gears import GearTable
+        from npu_adapter.pipeline.gears import GearTable
 
         return GearTable(tuple(name for name, _ in self.gear_patterns),
                          tuple(dims for _, dims in self.gear_patterns),
@@ -66,10 +61,6 @@ class ClusterInfo:
     def size(self):
         """Number of original nodes in the cluster."""
         return len(self.nodes)
-
-
-# Op types a cluster node has: GeOp before lowering, a function call after (CPU reference).
-CLUSTER_NODE_OPS = frozenset({GEOP_OP, "StatefulPartitionedCall", "PartitionedCall"})
 
 
 def _is_cluster_node(node):

@@ -2,28 +2,34 @@
 
 Dumps are written around passes, never inside them (DESIGN §6). Both instruments apply the
 content level (``DUMP_GE_GRAPH``) and the count level (``DUMP_GRAPH_LEVEL``) of
-:mod:`npu_adapter.dump.env`. Text is deterministic (``to_text``: attributes sorted by key, nodes in
-GraphDef order) and every file-name part is sanitised, so nothing is written outside the chosen
-directory and the same rewrite always produces the same bytes.
-"""
+:mod:`npu_adapter.pipeline.dump_settings`. Text is deterministic (``to_text``: attributes sorted
+by key, nodes in GraphDef order) and every file-name part is sanitised, so nothing is written
+outside the chosen directory and the same rewrite always produces the same bytes."""
 
 import os
 import time
 
-from npu_adapter.annotations import GEOP_OP
-from npu_adapter.dump.content import apply_content_level, function_graph_def, functions_called
-from npu_adapter.dump.env import (
+from npu_adapter.graph.names import sanitize_filename, unique_name
+from npu_adapter.graph.serialize import to_text
+from npu_adapter.pipeline.dump_content import (
+    apply_content_level,
+    function_graph_def,
+    functions_called,
+)
+from npu_adapter.pipeline.dump_settings import (
     CONTENT_FULL,
     COUNT_ALL,
     COUNT_FIRST,
     COUNT_LAST,
     COUNT_NO_SUBGRAPHS,
+    read_dump_settings,
 )
-from npu_adapter.graph.names import sanitize_filename, unique_name
-from npu_adapter.graph.serialize import to_text
-from npu_adapter.instruments import PassInstrument
+from npu_adapter.pipeline.instruments import PassInstrument
+from npu_adapter.vocabulary import GEOP_OP
 
 __all__ = [
+    "rewrite_dump_instruments",
+    "rewrite_dump_instruments",
     "PassDumpInstrument",
     "CompatDumpInstrument",
     "StageCaptureInstrument",
@@ -233,3 +239,33 @@ class ProgressInstrument(PassInstrument):
     def after_pass(self, index, pass_, graph_def, result, ctx):
         seconds = time.perf_counter() - self._start
         self.report(f"pass {index:03d} {pass_.name}: {seconds:.2f} s")
+
+
+def rewrite_dump_instruments(dump_dir, graph_num, environ=None):
+    """Instruments ``rewrite`` adds for dumping, with the environment read now.
+
+    * ``dump_dir`` given: every pass's input and output in ``<dump_dir>/graph_<graph_num>/``
+      (:class:`PassDumpInstrument`), at the ``DUMP_GE_GRAPH`` content level and the
+      ``DUMP_GRAPH_LEVEL`` count level;
+    * ``PRINT_MODEL=1``: the original's ``BeforeSubGraph_<n>``/``AfterSubGraph_<n>``/
+      ``TF_<GeOp>`` files in ``DUMP_GRAPH_PATH`` or under ``NPU_COLLECT_PATH``
+      (:class:`CompatDumpInstrument`).
+
+    Args:
+        dump_dir: directory for the per-pass dumps, or None.
+        graph_num: the rewrite's graph number (names the run directory and the original's files).
+        environ: mapping to read the variables from (default ``os.environ``).
+
+    Raises:
+        NpuConfigError: an invalid ``DUMP_GE_GRAPH``, ``DUMP_GRAPH_LEVEL``, ``ASCEND_DEVICE_ID``
+            or ``DEVICE_ID``.
+    """
+    settings = read_dump_settings(environ)
+    instruments = []
+    if dump_dir:
+        instruments.append(PassDumpInstrument(dump_dir, run_name=f"graph_{graph_num}",
+                                              content_level=settings.content_level,
+                                              count_level=settings.count_level))
+    if settings.print_model:
+        instruments.append(CompatDumpInstrument(settings, graph_num))
+    return instruments

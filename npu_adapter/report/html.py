@@ -21,7 +21,7 @@ import html
 import json
 
 from npu_adapter import __version__
-from npu_adapter.dump.drawing import cluster_colors
+from npu_adapter.report.drawing import cluster_colors
 
 __all__ = ["render_report_html", "format_bytes"]
 
@@ -367,9 +367,9 @@ def render_report_html(report, *, partition_svg=None, partition_drawing=None, re
     """The HTML text of the report page (deterministic for the same inputs).
 
     Args:
-        report: the placement report (:func:`npu_adapter.dump.report.placement_report`).
+        report: the placement report (:func:`npu_adapter.report.placement.placement_report`).
         partition_svg: SVG text of the partition drawing (None: no graph section).
-        partition_drawing: the :class:`~npu_adapter.dump.drawing.Drawing` it shows.
+        partition_drawing: the :class:`~npu_adapter.report.drawing.Drawing` it shows.
         renderer: ``"dot"`` or ``"builtin"`` (shown in the page).
         cluster_svgs: cluster name → SVG text of its drill-down.
         title: page title (default: the model name).

@@ -11,9 +11,9 @@ import collections
 import contextlib
 
 from npu_adapter.errors import NpuAdapterError, PassError
-from npu_adapter.instruments import PassInstrument
-from npu_adapter.pass_base import PassBase, PassContext
-from npu_adapter.pipeline import format_pipeline, parse_pipeline
+from npu_adapter.pipeline.base import PassBase, PassContext
+from npu_adapter.pipeline.instruments import PassInstrument
+from npu_adapter.pipeline.text import format_pipeline, parse_pipeline
 
 __all__ = ["PassManager", "PipelineResult"]
 
@@ -56,7 +56,7 @@ class PassManager:
 
     @classmethod
     def from_pipeline(cls, text, instruments=()):
-        """Build from pipeline text (see :mod:`npu_adapter.pipeline`)."""
+        """Build from pipeline text (see :mod:`npu_adapter.pipeline.text`)."""
         return cls(parse_pipeline(text), instruments)
 
     def pipeline_text(self):

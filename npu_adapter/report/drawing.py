@@ -10,7 +10,7 @@ Three kinds of drawing are built from the graph the rewrite received and its pla
   boxes, the nodes or groups outside that feed it or read from it.
 
 :func:`render` turns a drawing into SVG with Graphviz's ``dot`` when it is installed (Debian
-package ``graphviz``) and with the built-in layout of :mod:`npu_adapter.dump.layout` otherwise.
+package ``graphviz``) and with the built-in layout of :mod:`npu_adapter.report.layout` otherwise.
 Everything is deterministic: the same graph gives the same DOT text and, with the same ``dot``,
 the same SVG.
 """
@@ -20,8 +20,8 @@ import re
 import shutil
 import subprocess
 
-from npu_adapter.dump import layout
 from npu_adapter.graph.names import parse_input
+from npu_adapter.report import layout
 
 __all__ = [
     "DRAW_LIMIT",

@@ -2,11 +2,10 @@
 
 A pass has a unique snake_case ``name``, typed options given to its constructor, and a
 ``run(graph_def, ctx) -> PassResult`` that never mutates its input and is deterministic. Dumps,
-timing and invariant checks are instruments around passes (``npu_adapter.instruments``), never
-code inside them. State that later passes need travels in the GraphDef itself (node attributes
-such as ``_subgraphs``, as in the original TF Adapter), so every pass can run on its own on a
-GraphDef that carries those attributes.
-"""
+timing and invariant checks are instruments around passes
+(``npu_adapter.pipeline.instruments``), never code inside them. State that later passes need
+travels in the GraphDef itself (node attributes such as ``_subgraphs``, as in the original TF
+Adapter), so every pass can run on its own on a GraphDef that carries those attributes."""
 
 import collections
 import dataclasses
@@ -14,7 +13,7 @@ import typing
 
 from npu_adapter.errors import GraphInvariantError
 
-__all__ = ["PassResult", "PassContext", "PassBase", "PassOption"]
+__all__ = ["PassResult", "PassContext", "PassBase", "PassOption", "FACTS"]
 
 
 class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", "info"])):
@@ -127,6 +126,13 @@ class PassBase:
 
     name: typing.ClassVar[str] = ""
     options: typing.ClassVar[dict] = {}
+    # Leave alone the graphs the original adapter leaves alone (no NpuOptimizer, use_off_line
+    # false, job ps/default, _NoNeedOptimize, already rewritten): such a pass returns its input
+    # with ``info["skipped"]`` set to the reason, without running.
+    gated: typing.ClassVar[bool] = False
+    # Facts the input graph must carry (keys of FACTS), checked before the pass runs, so a pass
+    # run alone on a graph that lacks them says which pass to run first.
+    needs: typing.ClassVar[tuple] = ()
 
     def __init__(self, **options):
         unknown = sorted(set(options) - set(self.options))
@@ -182,7 +188,16 @@ class PassBase:
         return f"<pass {self.describe()}>"
 
     def requires(self, graph_def, ctx):
-        """Precondition hook; raise GraphInvariantError to refuse the input."""
+        """Precondition hook; raise GraphInvariantError to refuse the input.
+
+        The default checks :attr:`needs`; subclasses that override it call ``super()``.
+        """
+        for fact in self.needs:
+            describe, provider, present = FACTS[fact]
+            if not present(graph_def):
+                raise GraphInvariantError(
+                    [f"the input graph has no {describe}: run {provider!r} before it"],
+                    context=f"input of pass {self.name!r}")
 
     def ensures(self, graph_def, ctx):
         """Postcondition hook; raise GraphInvariantError when the output is wrong."""
@@ -194,6 +209,12 @@ class PassBase:
     def __call__(self, graph_def, ctx=None):
         """Run the pass alone: requires → run → result type check → ensures."""
         ctx = ctx if ctx is not None else PassContext()
+        if self.gated:
+            from npu_adapter.pipeline.graph_config import read_graph_config
+
+            reason = read_graph_config(ctx.graph_view(graph_def), ctx.get_config()).skip_reason
+            if reason is not None:
+                return PassResult(graph_def, False, {"skipped": reason})
         self.requires(graph_def, ctx)
         result = self.run(graph_def, ctx)
         if not isinstance(result, PassResult):
@@ -202,6 +223,20 @@ class PassBase:
                 "PassResult(graph_def, modified, info)")
         self.ensures(result.graph_def, ctx)
         return result
+
+
+def _has_placements(graph_def):
+    from npu_adapter.vocabulary import PLACEMENT_ATTR
+
+    nodes = graph_def.node
+    return not nodes or any(PLACEMENT_ATTR in node.attr for node in nodes)
+
+
+# fact → (what it is, the pass that provides it, predicate on a GraphDef)
+FACTS = {
+    "placement": ("placement annotations (_npu_adapter_placement)", "mark_candidates",
+                  _has_placements),
+}
 
 
 def _format_value(value):

@@ -9,8 +9,8 @@ pass that needs them calls it (it is linear and cheap), so no pass depends on an
 
 import dataclasses
 
-from npu_adapter.annotations import NO_NEED_OPTIMIZE_ATTR, NPU_OPTIMIZER_ATTR
 from npu_adapter.errors import RewriteError
+from npu_adapter.vocabulary import NO_NEED_OPTIMIZE_ATTR, NPU_OPTIMIZER_ATTR
 
 __all__ = ["GraphConfig", "read_graph_config", "gate_reason"]
 

@@ -1,7 +1,7 @@
 """Pass instruments: code that runs around passes (dumps, verification, timing, purity checks).
 
 An instrument subclasses :class:`PassInstrument` and overrides any of its hooks. The
-:class:`~npu_adapter.pass_manager.PassManager` calls, for each pass, in this order:
+:class:`~npu_adapter.pipeline.manager.PassManager` calls, for each pass, in this order:
 
 1. ``should_run(index, pass_, graph_def, ctx)`` of every instrument (the pass is skipped when any
    returns False; ``after_pass`` is then not called),

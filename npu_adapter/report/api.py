@@ -5,7 +5,7 @@ Output tree (``out_dir``)::
     <run>/<NNN>_<pass>_before.pbtxt   every pass's input and output (DumpInstrument layout;
     <run>/<NNN>_<pass>_after.pbtxt    DUMP_GE_GRAPH / DUMP_GRAPH_LEVEL apply)
     final.pbtxt                       the rewritten graph
-    placement.json                    the placement report (npu_adapter.dump.report)
+    placement.json                    the placement report (npu_adapter.report.placement)
     report.html                       the same for a person, self-contained
     graph/partition.dot, .svg         the partitioned graph (overview when large)
     graph/<cluster>.dot, .svg         drill-down of each cluster (the largest MAX_DRILLDOWNS)
@@ -25,18 +25,22 @@ import re
 import time
 import typing
 
-from npu_adapter.dump import drawing as drawing_mod
-from npu_adapter.dump.env import check_content_level, check_count_level, read_dump_settings
-from npu_adapter.dump.html import render_report_html
-from npu_adapter.dump.instruments import (
+from npu_adapter.graph.names import sanitize_filename
+from npu_adapter.pipeline.dump_instruments import (
     PassDumpInstrument,
     ProgressInstrument,
     StageCaptureInstrument,
     write_text,
 )
-from npu_adapter.dump.report import placement_report, report_json
-from npu_adapter.dump.tensorboard import EVENT_FILE_NAME, placement_graph, write_graph_event_file
-from npu_adapter.graph.names import sanitize_filename
+from npu_adapter.pipeline.dump_settings import (
+    check_content_level,
+    check_count_level,
+    read_dump_settings,
+)
+from npu_adapter.report import drawing as drawing_mod
+from npu_adapter.report.html import render_report_html
+from npu_adapter.report.placement import placement_report, report_json
+from npu_adapter.report.tensorboard import EVENT_FILE_NAME, placement_graph, write_graph_event_file
 
 __all__ = ["dump_graphs", "DumpGraphsResult", "MAX_DRILLDOWNS", "as_graph_input"]
 
@@ -55,7 +59,7 @@ class DumpGraphsResult:
 
     Attributes:
         out_dir: the output directory.
-        result: the :class:`~npu_adapter.result.RewriteResult`.
+        result: the :class:`~npu_adapter.pipeline.result.RewriteResult`.
         report: the placement report (the dict written as ``placement.json``).
         files: every file written, relative to ``out_dir`` with ``/`` separators, sorted.
         pass_dumps: absolute paths of the per-pass dumps, in pass order.
@@ -192,7 +196,7 @@ def dump_graphs(graph_def_or_model, config=None, out_dir=None, *, fetches=None, 
         shapes: infer static shapes of the boundary tensors (imports the graph into TensorFlow).
         timings: also write ``timings.json`` (wall times; not deterministic).
         draw_limit: most boxes per drawing before collapsing (default
-            :data:`~npu_adapter.dump.drawing.DRAW_LIMIT`).
+            :data:`~npu_adapter.report.drawing.DRAW_LIMIT`).
         progress: callable taking one message string per stage (for long runs).
         model_name: name shown in the reports (default: the model file's base name).
 
@@ -274,7 +278,7 @@ def dump_graphs(graph_def_or_model, config=None, out_dir=None, *, fetches=None, 
     if tensorboard:
         say("writing TensorBoard runs")
         tb = os.path.join(out_dir, "tensorboard")
-        from npu_adapter.dump.content import apply_content_level
+        from npu_adapter.pipeline.dump_content import apply_content_level
 
         for tb_run, graph in (("before", client), ("after", result.graph_def),
                               ("placement", placement_graph(client, report))):

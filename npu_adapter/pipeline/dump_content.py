@@ -13,9 +13,9 @@ Every function returns a new GraphDef; inputs are never modified.
 
 from tensorflow.core.framework import graph_pb2, tensor_pb2
 
-from npu_adapter.dump.env import CONTENT_FULL, CONTENT_NO_WEIGHTS, CONTENT_STRUCTURE
 from npu_adapter.graph.names import format_input
 from npu_adapter.graph.types import output_port_names
+from npu_adapter.pipeline.dump_settings import CONTENT_FULL, CONTENT_NO_WEIGHTS, CONTENT_STRUCTURE
 
 __all__ = [
     "apply_content_level",

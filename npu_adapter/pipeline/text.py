@@ -18,7 +18,7 @@ BARE word. :func:`format_pipeline` prints the canonical form (no spaces, options
 import re
 
 from npu_adapter.errors import PipelineParseError
-from npu_adapter.registry import get_pass_class, list_passes
+from npu_adapter.pipeline.registry import get_pass_class, list_passes
 
 __all__ = ["parse_pipeline", "format_pipeline"]
 

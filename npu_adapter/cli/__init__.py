@@ -1,0 +1,87 @@
+"""The ``npu-adapter`` command line.
+
+Each subcommand is one module of this package defining ``add_<name>_command(subparsers)`` (see
+:mod:`npu_adapter.cli.common`); :data:`COMMANDS` lists them. :func:`main` parses, dispatches and
+turns npu-adapter errors into a one-line message and exit code 2 (a traceback only with
+``--verbose``); anything else is a bug in npu-adapter and exits 1 as an "internal error".
+"""
+
+import argparse
+import sys
+import traceback
+
+from npu_adapter import __version__
+from npu_adapter.cli.common import (
+    EXIT_ERROR,
+    EXIT_INVALID,
+    EXIT_OK,
+    PROG,
+    common_parent,
+    parse_option_value,
+)
+from npu_adapter.cli.convert_cmd import add_convert_command
+from npu_adapter.cli.inspect_cmd import add_inspect_command
+from npu_adapter.cli.options_cmd import add_options_command
+from npu_adapter.errors import NpuAdapterError
+
+__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "build_parser", "main",
+           "parse_option_value"]
+
+COMMANDS = [add_options_command, add_inspect_command, add_convert_command]
+"""Functions that each add one subcommand to the sub-parsers of :func:`build_parser`."""
+
+
+def build_parser():
+    """The argparse parser with every subcommand of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, parents=[common_parent()],
+        description="npu-adapter: TF Adapter (npu_bridge) front end for TensorFlow 2.x")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for add_command in COMMANDS:
+        add_command(subparsers)
+    return parser
+
+
+def _silence_stdout():
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests)
+        pass
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split())
+
+
+def main(argv=None):
+    """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_INVALID
+    verbose = getattr(args, "verbose", False)
+    try:
+        return handler(args)
+    except BrokenPipeError:  # e.g. `npu-adapter options | head`: stop quietly
+        _silence_stdout()
+        return EXIT_ERROR
+    except NpuAdapterError as exc:
+        if verbose:
+            traceback.print_exc()
+        sys.stderr.write(f"{PROG}: error: {_one_line(exc)}\n")
+        return EXIT_INVALID
+    except Exception as exc:  # a bug: say so, keep the traceback behind --verbose
+        if verbose:
+            traceback.print_exc()
+        sys.stderr.write(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
+                         "(run with --verbose for a traceback)\n")
+        return EXIT_ERROR

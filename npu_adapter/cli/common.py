@@ -1,0 +1,161 @@
+"""What every ``npu-adapter`` subcommand shares: exit codes, option and config parsing, progress.
+
+A subcommand module defines ``add_<name>_command(subparsers)``, which creates its sub-parser with
+``parents=[common_parent()]`` and sets ``handler`` to ``handler(args) -> exit code``. Errors about
+the user's input are ``NpuAdapterError``s; :func:`npu_adapter.cli.main` prints them on one line
+and exits with :data:`EXIT_INVALID`.
+"""
+
+import argparse
+import json
+import sys
+
+from npu_adapter.config import OPTIONS_BY_NAME, NpuConfig
+from npu_adapter.config.options import suggest_option
+from npu_adapter.errors import NpuConfigError
+
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "common_parent", "parse_option_value",
+           "option_values", "config_from_args", "progress_printer", "warn"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+"""Unexpected failure (a bug): please report it."""
+EXIT_INVALID = 2
+"""Invalid command line or invalid input (options, files)."""
+
+PROG = "npu-adapter"
+_TRUE = ("true", "1")
+_FALSE = ("false", "0")
+
+
+def common_parent():
+    # default=SUPPRESS so `--verbose` given before the subcommand is not reset by the sub-parser.
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="print a traceback on errors")
+    return parent
+
+
+def parse_option_value(spec, text):
+    """Convert command-line ``text`` to the Python type of option ``spec``.
+
+    bool accepts true/false/1/0 (any case); int and float use Python's literals; str is taken as
+    is. Raises :class:`~npu_adapter.errors.NpuConfigError` on a bad literal.
+    """
+    if spec.kind == "b":
+        lowered = text.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise NpuConfigError(spec.name, text, "a bool: true, false, 1 or 0")
+    if spec.kind == "i":
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise NpuConfigError(spec.name, text, "an integer") from None
+    if spec.kind == "f":
+        try:
+            return float(text.strip())
+        except ValueError:
+            raise NpuConfigError(spec.name, text, "a number") from None
+    return text
+
+
+def _read_config_file(path, what):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        detail = getattr(exc, "strerror", None) or str(exc)
+        raise NpuConfigError(what, path, "a readable UTF-8 file", detail=detail) from None
+
+
+def _unknown_option_error(key, value, where):
+    match = suggest_option(key)
+    hint = f"did you mean {match!r}?" if match else "see `npu-adapter options`"
+    return NpuConfigError(key, value, "a known option name", detail=f"{where}; {hint}")
+
+
+def _config_from_json(path):
+    text = _read_config_file(path, "--config")
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NpuConfigError("--config", path, "a JSON object of NpuOptimizer options",
+                             detail=f"line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(options, dict):
+        raise NpuConfigError("--config", path, "a JSON object of NpuOptimizer options",
+                             detail=f"the file holds a JSON {type(options).__name__}")
+    for key, value in options.items():
+        if key not in OPTIONS_BY_NAME:
+            raise _unknown_option_error(key, value, f"in {path}")
+    return NpuConfig.from_dict(options)
+
+
+def _config_from_proto(path):
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import config_pb2
+
+    text = _read_config_file(path, "--config-proto")
+    proto = config_pb2.ConfigProto()
+    try:
+        text_format.Parse(text, proto)
+    except text_format.ParseError as exc:
+        raise NpuConfigError("--config-proto", path, "a text-format tf.compat.v1.ConfigProto",
+                             detail=str(exc)) from None
+    config = NpuConfig.from_config_proto(proto)
+    for key in config.unknown_keys():
+        raise _unknown_option_error(key, config.get(key), f"in {path}")
+    if not config.present:
+        sys.stderr.write(f"{PROG}: warning: {path} has no custom optimizer named "
+                         "'NpuOptimizer': the graph is left as it is, as the original adapter "
+                         "does\n")
+    return config
+
+
+def option_values(assignments, where="given with --option"):
+    """``["key=value", ...]`` → ``{key: typed value}``; unknown, repeated or malformed entries
+    are NpuConfigErrors naming them."""
+    values = {}
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise NpuConfigError(item, item, "key=value")
+        spec = OPTIONS_BY_NAME.get(key)
+        if spec is None:
+            raise _unknown_option_error(key, text, where)
+        if key in values:
+            raise NpuConfigError(key, text, "each option given once")
+        values[key] = parse_option_value(spec, text)
+    return values
+
+
+def config_from_args(args):
+    if args.config:
+        config = _config_from_json(args.config)
+    elif args.config_proto:
+        config = _config_from_proto(args.config_proto)
+    else:
+        config = NpuConfig.from_dict({})
+    overrides = option_values(args.option or ())
+    return config.replace(**overrides) if overrides else config
+
+
+def progress_printer(enabled):
+    import time
+
+    start = time.perf_counter()
+
+    def report(message):
+        if enabled:
+            sys.stderr.write(f"{PROG}: [{time.perf_counter() - start:7.1f}s] {message}\n")
+            sys.stderr.flush()
+
+    return report
+
+
+def warn(message):
+    """Print a warning line on stderr."""
+    sys.stderr.write(f"{PROG}: warning: {message}\n")

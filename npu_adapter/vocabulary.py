@@ -1,0 +1,111 @@
+"""The rewrite's vocabulary: node attribute names, op names and placement reason codes.
+
+Every name the passes, the backends, the session and the reports use to talk to each other
+through a GraphDef is defined here, once. Two families:
+
+* the original TF Adapter's names (``_subgraphs``, ``_NpuOptimizer``, ``_keep_dtype``,
+  ``_graph_dynamic_input``, ...): kept as the original spells them, because user scripts and
+  the original's tools put them on nodes and read them back;
+* our own bookkeeping, all prefixed ``_npu_adapter_`` (``finalize`` removes the placement
+  annotation; cluster nodes keep their boundary attributes, which cost TensorFlow nothing).
+
+Placement annotation: ``_npu_adapter_placement = "<device>:<reason>"`` where device is
+:data:`DEVICE_NPU` (candidate for a cluster) or :data:`DEVICE_HOST`, and reason is a stable
+snake_case code of :data:`REASON_DESCRIPTIONS`.
+"""
+
+# --------------------------------------------------------------------------- the original's
+GEOP_OP = "GeOp"
+CLUSTER_ATTR = "_subgraphs"            # cluster name of a member node (partition pass)
+NPU_OPTIMIZER_ATTR = "_NpuOptimizer"   # marks nodes that carry the session options
+NO_NEED_OPTIMIZE_ATTR = "_NoNeedOptimize"
+WITHOUT_NPU_COMPILE_ATTR = "_without_npu_compile"
+KEEP_DTYPE_ATTR = "_keep_dtype"
+OP_MAX_SIZE_ATTR = "_op_max_size"
+SUBGRAPH_MULTI_DIMS_INDEX_ATTR = "_subgraph_multi_dims_index"
+SUBGRAPH_MULTI_DIMS_SHAPE_ATTR = "_subgraph_multi_dims_input_shape"
+SUBGRAPH_MULTI_DIMS_DIMS_ATTR = "_subgraph_multi_dims_input_dims"
+# set_graph_exec_config on a fetch (override the session's dynamic options)
+GRAPH_DYNAMIC_INPUT_ATTR = "_graph_dynamic_input"
+GRAPH_DYNAMIC_MODE_ATTR = "_graph_dynamic_graph_execute_mode"
+GRAPH_DYNAMIC_RANGE_ATTR = "_graph_dynamic_inputs_shape_range"
+IS_TRAIN_GRAPH_ATTR = "_is_train_graph"
+RECOMPUTE_MODE_ATTR = "_recompute_mode"
+# graph options stamped on every GeOp
+DYNAMIC_INPUT_ATTR = "_dynamic_input"
+DYNAMIC_MODE_ATTR = "_dynamic_graph_execute_mode"
+LAZY_RECOMPILE = "lazy_recompile"
+DYNAMIC_EXECUTE = "dynamic_execute"
+
+# --------------------------------------------------------------------------- ours
+PLACEMENT_ATTR = "_npu_adapter_placement"
+# On a cluster node: the original tensor names at its boundary, in argument / output order.
+CLUSTER_INPUTS_ATTR = "_npu_adapter_inputs"
+CLUSTER_OUTPUTS_ATTR = "_npu_adapter_outputs"
+# Large Consts a cluster reads from the outer graph (Backend.hoist_constants_bytes): members.
+CLUSTER_HOISTED_ATTR = "_npu_adapter_hoisted"
+# Gears: one entry per gear, the dynamic inputs' patterns, and the selection policy.
+CLUSTER_GEARS_ATTR = "_npu_adapter_gears"
+CLUSTER_GEAR_PATTERNS_ATTR = "_npu_adapter_gear_patterns"
+GEAR_POLICY_ATTR = "_npu_adapter_gear_policy"
+# Attrs naming the function a cluster node calls, before (GeOp) and after lowering.
+CLUSTER_FUNCTION_ATTRS = ("function", "f")
+# Op types a cluster node has: GeOp before lowering, a function call after.
+CLUSTER_NODE_OPS = frozenset({GEOP_OP, "StatefulPartitionedCall", "PartitionedCall"})
+# Suffix of a cluster function's per-gear copy: ``<cluster>_gear_<k>``.
+GEAR_FUNCTION_SUFFIX = "_gear_"
+# Suffix of a Const copied into a second cluster in mix mode (the original's name).
+COPIED_CONST_SUFFIX = "_copied"
+
+DEVICE_NPU = "npu"
+DEVICE_HOST = "host"
+
+# Every reason code the passes use, with the sentence the placement report shows for it.
+REASON_DESCRIPTIONS = {
+    # on the device
+    "supported": "op type is in the backend's support list",
+    "const_follows_consumer": "Const pulled into the cluster of the device op that consumes it",
+    "in_out_pair_region": "inside the in_out_pair region (offloaded because in_out_pair_flag is "
+                          "true, or kept on the host because it is false)",
+    # on the host: the op itself
+    "unsupported_op": "op type is not in the backend's support list",
+    "gray_op_in_mix_mode": "op is gray-listed (isGray) and mix_compile_mode is on",
+    "without_npu_compile_scope": "created under without_npu_compile_scope",
+    "dataset_op": "dataset ops never go into a cluster",
+    "arg_retval": "_Arg/_Retval nodes never go into a cluster",
+    "string_join": "StringJoin is excluded by the original adapter",
+    "const_not_supported_here": "Const with no device consumer reached through a control edge",
+    "function_not_supported": "calls or references a function with an unsupported op",
+    "state_owner": "owns state (variable, queue, iterator, table) that stays with the session",
+    "graph_input": "Placeholder: a graph input fed by the session",
+    "variable_placement_host": "variable_placement is Host",
+    "unsupported_resource": "resource input not produced by a VarHandleOp (mix mode)",
+    "const_without_device_consumer": "Const that feeds no device op",
+    "unknown_dtype": "edge dtypes cannot be inferred (unregistered op)",
+    # on the host: because of a neighbour
+    "ref_edge": "reference (ref) edge to a host node; ref edges never cross the boundary",
+    "resource_edge": "resource edge to a host node; resource edges never cross the boundary",
+    "variant_edge": "variant edge to a host node; variant edges never cross the boundary",
+    "string_edge_with_loop_sinking": "string edge to a host node while iterations_per_loop > 1",
+    "dead_tensor_edge": "part of a v1 cond (Switch/Merge) region that also has host nodes",
+    "host_while_frame": "in a v1 while loop that also has host nodes (loops are never split)",
+    "in_out_pair_excluded": "outside the in_out_pair region (in_out_pair_flag is true)",
+    # on the host: clustering decisions
+    "not_in_largest_cluster": "full-offload mode keeps only the largest mergeable cluster",
+    "singleton_noop_identity": "lone NoOp/Identity: the largest cluster has a single node",
+    "below_min_cluster_size": "cluster smaller than npu_adapter_min_cluster_size",
+    "max_clusters_exceeded": "beyond npu_adapter_max_clusters (smallest clusters dropped)",
+    # graph-level
+    "outfeed_graph": "graph contains OutfeedDequeueOp (host-call graph): left untouched",
+    "dataset_init_graph": "iterator initialisation graph (MakeIterator + Iterator): untouched",
+    "not_rewritten": "the graph was not rewritten (see the rewrite's skip reason)",
+}
+
+REASON_SUPPORTED = "supported"
+REASON_UNSUPPORTED_OP = "unsupported_op"
+REASON_GRAY_OP_IN_MIX_MODE = "gray_op_in_mix_mode"
+REASON_WITHOUT_NPU_COMPILE_SCOPE = "without_npu_compile_scope"
+REASON_DATASET_OP = "dataset_op"
+REASON_CONST_NOT_SUPPORTED_HERE = "const_not_supported_here"
+REASON_ARG_RETVAL = "arg_retval"
+REASON_STRING_JOIN = "string_join"
