@@ -1,8 +1,9 @@
 """npu-adapter: the TF Adapter (npu_bridge) front end, reimplemented in Python for TF 2.x.
 
-Public API (the README's Quick start): :class:`NpuConfig`, :func:`rewrite` and :class:`RewriteResult`,
-:class:`NpuSession`, :func:`install`, :func:`dump_graphs`, the ``backends`` and ``passes``
-packages and ``testing`` helpers. Heavy modules are imported on first use.
+Public API (the README's Quick start): :class:`NpuConfig`, :func:`rewrite` and
+:class:`RewriteResult`, :class:`NpuSession`, :func:`install`, :func:`dump_graphs`, the
+``backends`` and ``passes`` packages and ``testing`` helpers. Heavy modules are imported on
+first use.
 """
 
 import importlib

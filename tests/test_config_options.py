@@ -596,3 +596,12 @@ def test_to_node_attrs_formats_like_the_original():
 @pytest.mark.parametrize("value, stamped", [("true", "1"), ("false", "0"), ("auto", "2")])
 def test_jit_compile_attr_mapping(value, stamped):
     assert NpuConfig.from_dict({"jit_compile": value}).to_node_attrs()["_jit_compile"] == stamped
+
+
+def test_every_option_has_an_effect_class():
+    from npu_adapter.config.effects import EFFECT_CLASSES, effect_of
+
+    for spec in OPTION_SPECS:
+        effect, note = effect_of(spec.name)
+        assert effect in EFFECT_CLASSES, spec.name
+        assert note, spec.name
