@@ -14,6 +14,7 @@ PACKAGES = [
     "npu_adapter.passes",
     "npu_adapter.pipeline",
     "npu_adapter.report",
+    "npu_adapter.session",
     "npu_adapter.testing",
     "npu_adapter.third_party",
     "npu_bridge",

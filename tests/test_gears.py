@@ -366,9 +366,10 @@ def test_session_calls_the_chosen_gear_directly():
             want = plain.run(SEED_FETCHES, feeds)
             assert [a.tobytes() for a in got] == [b.tobytes() for b in want]
         (entry,) = sess._npu_signatures.values()
-        assert sorted(entry.gear_variants) == [(0,), (1,), (2,)]
-        called = {op.get_attr("f").name for op in g.get_operations()
+        assert sorted(entry.variants) == [("gears", (0,)), ("gears", (1,)), ("gears", (2,))]
+        called = {op.get_attr("f").name for op in sess._graph.get_operations()
                   if op.type == "StatefulPartitionedCall"}
+        assert not any(op.type == "StatefulPartitionedCall" for op in g.get_operations())
         assert {"GeOp1_0_gear_0", "GeOp1_0_gear_1", "GeOp1_0_gear_2"} <= called
         with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
             sess.run(SEED_FETCHES, seed_feeds(((1, 1, 40, 30), (1, 30), (1, 1))))

@@ -61,9 +61,9 @@ _SCRIPT = textwrap.dedent('''
     result["version"] = npu_bridge.version
     result["eager_after_npu_bridge"] = tf.executing_eagerly()
     result["session_is_npu"] = (
-        tf.Session is npu_adapter.session.NpuSession
-        and tf.compat.v1.Session is npu_adapter.session.NpuSession
-        and tf.InteractiveSession is npu_adapter.session.NpuInteractiveSession)
+        npu_adapter.session.is_installed()
+        and tf.Session is tf.compat.v1.Session
+        and tf.InteractiveSession is tf.compat.v1.InteractiveSession)
     result["placeholder"] = tf.placeholder is tf.compat.v1.placeholder
     result["estimator_reachable"] = hasattr(npu_bridge.estimator, "npu_ops")
     result["hccl_reachable"] = hasattr(npu_bridge.hccl, "hccl_ops")
@@ -81,6 +81,7 @@ _SCRIPT = textwrap.dedent('''
             sess.run(train, {x: [[1.0, 2.0, 3.0]]})
             result["step"] = int(sess.run(step))
             result["session_type"] = type(sess).__name__
+            result["session_rewrites"] = npu_adapter.session.is_npu_session(sess)
             result["saver"] = type(saver).__name__
 
     from npu_bridge.npu_init import *  # noqa: E402,F403
@@ -135,7 +136,8 @@ def test_import_npu_bridge_installs_aliases_and_npu_session(fresh_process):
     assert result["version"] == "v1.15.0"
     assert result["session_is_npu"] and result["placeholder"]
     assert result["estimator_reachable"] and result["hccl_reachable"]
-    assert result["session_type"] == "NpuSession" and result["saver"] == "Saver"
+    assert result["session_type"] == "Session" and result["saver"] == "Saver"
+    assert result["session_rewrites"] is False  # no NpuOptimizer entry: TensorFlow's session
     assert result["dense"] == [[6.0, 6.0]]
     assert result["step"] == 1
 
@@ -213,10 +215,10 @@ def test_npu_session_is_installed():
     # This module imported npu_adapter.session before npu_bridge (and tf_keras), so the session
     # module may hold an older tf.compat.v1 object: every one must have the NPU classes.
     assert npu_adapter.session.is_installed()
-    assert tf.Session is npu_adapter.session.NpuSession
-    assert tf.compat.v1.Session is npu_adapter.session.NpuSession
-    assert tf.compat.v1.InteractiveSession is npu_adapter.session.NpuInteractiveSession
-    assert sys.modules["tensorflow.compat.v1"].Session is npu_adapter.session.NpuSession
+    assert tf.Session is tf.compat.v1.Session
+    assert sys.modules["tensorflow.compat.v1"].Session is tf.compat.v1.Session
+    with tf.compat.v1.Session(graph=tf.Graph(), config=_init_api.npu_config_proto()) as sess:
+        assert npu_adapter.session.is_npu_session(sess)
 
 
 # ---- npu_init functions ----------------------------------------------------------------------
@@ -286,7 +288,7 @@ def test_init_resource_shutdown_and_close():
     util.set_value("npu_rank_size", 5)
     with tf.Graph().as_default() as graph:
         sess, shutdown = _init_api.init_resource(config_pb2.ConfigProto())
-        assert isinstance(sess, npu_adapter.session.NpuSession) and sess.graph is graph
+        assert npu_adapter.session.is_npu_session(sess) and sess.graph is graph
         _assert_npu_defaults(sess._config)
         assert shutdown.name == "NPUShutdown" and graph.get_operation_by_name("NPUInit")
         assert _init_api.get_npu_rank_size() == 1  # re-initialised and recorded

@@ -248,18 +248,31 @@ def test_lookup_tables_keep_one_state():
 
 
 def test_install_patches_and_uninstall_restores():
-    from npu_adapter.session import is_installed
+    from npu_adapter.session import is_installed, is_npu_session
 
     was_installed = is_installed()
+    original_run = tf1.Session.run
     try:
         npu_adapter.uninstall()
-        assert tf1.Session is PlainSession
-        npu_adapter.install()
-        assert tf1.Session is NpuSession
         with tf1.Session(graph=tf.Graph(), config=npu_config()) as sess:
-            assert isinstance(sess, NpuSession)
+            assert not is_npu_session(sess)
+        npu_adapter.install()
+        assert tf1.Session.run is not original_run or was_installed
+        with tf1.Session(graph=tf.Graph(), config=npu_config()) as sess:
+            assert is_npu_session(sess) and not isinstance(sess, NpuSession)
+        sess = tf1.InteractiveSession(graph=tf.Graph(), config=npu_config())
+        assert is_npu_session(sess)
+        sess.close()
+        # TensorFlow's own modules create tensorflow.python.client.session.Session.
+        from tensorflow.python.client import session as client_session
+        with client_session.Session(graph=tf.Graph(), config=npu_config()) as sess:
+            assert is_npu_session(sess)
+        with PlainSession(graph=tf.Graph(), config=npu_config()) as sess:
+            assert not is_npu_session(sess)
         npu_adapter.uninstall()
-        assert tf1.Session is PlainSession
+        with tf1.Session(graph=tf.Graph(), config=npu_config()) as sess:
+            assert not is_npu_session(sess)
+        assert tf1.Session.run is original_run or was_installed
     finally:
         (npu_adapter.install if was_installed else npu_adapter.uninstall)()
 

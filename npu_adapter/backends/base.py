@@ -1,6 +1,8 @@
 """The backend interface: what a device backend tells the rewrite, and what it must do for it.
 
-A backend answers three questions for the passes — which op types it supports
+A backend has two halves: the lowering (graph time, below) and a runtime (run time,
+:meth:`Backend.create_runtime`, see :mod:`npu_adapter.backends.runtime`). For the passes it
+answers three questions — which op types it supports
 (:meth:`Backend.op_support`, plus per-node exclusions in :meth:`Backend.supports_node`), whether
 state (variables, queues, iterators, tables) stays with the TensorFlow session
 (:attr:`Backend.keeps_state_on_host`), whether it can run here at all (:meth:`Backend.available`)
@@ -92,6 +94,21 @@ class Backend(abc.ABC):
         Raises:
             npu_adapter.errors.BackendError: a cluster cannot be lowered; the message names it.
         """
+
+    # The run-time half (see npu_adapter.backends.runtime); a "module:Class" path or a class.
+    runtime_class = "npu_adapter.backends.runtime:BackendRuntime"
+
+    def create_runtime(self, config):
+        """The run-time half for one session under ``config``: a
+        :class:`~npu_adapter.backends.runtime.BackendRuntime` that prepares each rewritten
+        signature, picks its variant per run and keeps the statistics."""
+        cls = self.runtime_class
+        if isinstance(cls, str):
+            import importlib
+
+            module, _, name = cls.partition(":")
+            cls = getattr(importlib.import_module(module), name)
+        return cls(self, config)
 
     def available(self):
         """Whether this backend can run in this process.

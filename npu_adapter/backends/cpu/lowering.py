@@ -80,6 +80,7 @@ class CpuReferenceBackend(Backend):
     """Runs clusters as TF functions on the CPU; the default backend."""
 
     name = "cpu"
+    runtime_class = "npu_adapter.backends.cpu.runtime:CpuReferenceRuntime"
     keeps_state_on_host = True
     per_op_node_support = True  # state ownership and graph inputs are properties of the op type
     # Large Consts stay in the outer graph and are passed to the cluster as arguments: the

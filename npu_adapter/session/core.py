@@ -1,0 +1,558 @@
+"""``NpuSession``: a ``tf.compat.v1.Session`` that runs each signature rewritten for a backend.
+
+What the original does with GraphOptimizationPasses inside TensorFlow's runtime, we do in Python
+around ``Session.run``:
+
+1. The session's ``ConfigProto`` is parsed into an :class:`~npu_adapter.config.NpuConfig` when
+   the session is created (bad options raise ``NpuConfigError`` before any session exists).
+   Without an ``NpuOptimizer`` entry, or with ``use_off_line`` false, the session is exactly
+   TensorFlow's.
+2. Otherwise the TensorFlow session runs on the user graph's shadow graph
+   (:mod:`npu_adapter.session.shadow`); the user's graph is never modified, and ``sess.graph``
+   is still the user's graph.
+3. Per run signature (fetched tensors, target ops, fed tensors) the client graph is rewritten once
+   (:func:`npu_adapter.rewrite`) and installed in the shadow; every session on the same graph
+   and options shares it. With ``iterations_per_loop`` > 1 a run of the loop target runs N steps
+   in one TensorFlow loop (:mod:`npu_adapter.session.loop`).
+4. ``run`` maps the fetches and feeds to the shadow graph, asks the backend's runtime which
+   variant of the signature this run executes (gears called directly, lazy_recompile
+   specialisations; :mod:`npu_adapter.backends.runtime`), runs it and rebuilds the user's fetch
+   structure.
+"""
+
+import contextlib
+import threading
+
+import numpy as np
+import tensorflow as tf
+
+from npu_adapter.errors import RewriteError
+from npu_adapter.session.shadow import ShadowGraph
+
+__all__ = ["NpuSession", "NpuInteractiveSession", "PlainSession", "ORIGINAL_CLASSES"]
+
+_tf1 = tf.compat.v1
+ORIGINAL_CLASSES = {"Session": _tf1.Session, "InteractiveSession": _tf1.InteractiveSession}
+_BaseSession = _tf1.Session.__mro__[1]  # tensorflow.python.client.session.BaseSession
+# TensorFlow's own BaseSession methods, whatever install() later does to the class.
+_BASE = {name: _BaseSession.__dict__[name] for name in (
+    "__init__", "run", "make_callable", "_make_callable_from_options", "partial_run_setup",
+    "partial_run", "close", "graph", "graph_def")}
+
+_TF_ERRORS = {
+    "InvalidArgument": tf.errors.InvalidArgumentError,
+    "Internal": tf.errors.InternalError,
+    "Unimplemented": tf.errors.UnimplementedError,
+}
+_FAST_CACHE_SIZE = 1024
+_FAST_TYPES = (tf.Tensor, tf.Operation, str)
+
+
+# ------------------------------------------------------------------------------ fetch helpers
+def _fetch_mapper(graph, fetches):
+    from tensorflow.python.client import session as tf_session
+
+    with graph.as_default():
+        return tf_session._FetchMapper.for_fetch(fetches)  # TF's own fetch logic (private)
+
+
+def _expand_feed(key, value):
+    """``[(feed key, value), ...]``: composite keys (SparseTensor, ...) expanded into their
+    component tensors, as TensorFlow's session does."""
+    from tensorflow.python.client import session as tf_session
+
+    for tensor_type, _, feed_fn, _ in tf_session._REGISTERED_EXPANSIONS:
+        if isinstance(key, tensor_type):
+            return list(feed_fn(key, value))
+    return [(key, value)]
+
+
+def _expand_feed_keys(keys):
+    from tensorflow.python.client import session as tf_session
+
+    out = []
+    for key in keys:
+        for tensor_type, _, _, partial_feed_fn in tf_session._REGISTERED_EXPANSIONS:
+            if isinstance(key, tensor_type):
+                out.extend(partial_feed_fn(key))
+                break
+        else:
+            out.append(key)
+    return out
+
+
+def _fast_key(fetches, feed_dict):
+    """A hashable key for fetches that are a graph element or a flat list/tuple of them, plus the
+    feed keys; None for anything else (nested structures take the general path)."""
+    if isinstance(fetches, _FAST_TYPES):
+        fetch_key = fetches
+    elif isinstance(fetches, (list, tuple)) and all(isinstance(f, _FAST_TYPES) for f in fetches):
+        fetch_key = (type(fetches), tuple(fetches))
+    else:
+        return None
+    if not feed_dict:
+        return fetch_key, ()
+    try:
+        feed_key = tuple(feed_dict)
+        hash(feed_key)
+    except TypeError:
+        return None
+    return fetch_key, feed_key
+
+
+class _Signature:
+    """One rewritten run signature, installed in a shadow graph and shared by its sessions.
+
+    Attributes:
+        result: the RewriteResult (None when the signature runs unrewritten).
+        base: the :class:`~npu_adapter.session.shadow.Installed` of the rewritten graph.
+        variants: variant key → Installed, built on first use.
+        names: ``(tensors, ops, feeds)`` user names of the signature.
+    """
+
+    __slots__ = ("ready", "error", "result", "base", "variants", "names", "lock",
+                 "graph_def_of_variant")
+
+    def __init__(self, names):
+        self.ready = threading.Event()
+        self.error = None
+        self.result = None
+        self.base = None
+        self.variants = {}
+        self.names = names
+        self.lock = threading.Lock()
+
+
+class _RunPlan:
+    """How to run one fetch structure with one set of feed keys (the steady-state fast path)."""
+
+    __slots__ = ("mapper", "signature", "program", "feed_keys", "fed_names")
+
+    def __init__(self, mapper, signature, program, feed_keys, fed_names):
+        self.mapper = mapper
+        self.signature = signature
+        self.program = program
+        self.feed_keys = feed_keys      # user feed keys in feed_dict order (None: composite)
+        self.fed_names = fed_names      # their tensor names, same order
+
+
+class _NpuSessionMixin:
+    """``run``/``make_callable``/partial runs of an NpuSession (see the module docstring)."""
+
+    _npu_enabled = False
+    _npu_force_plain = False  # plain_session_class(): TensorFlow's behaviour, always
+
+    def _npu_base_init(self, target="", graph=None, config=None):
+        """``BaseSession.__init__`` of every session while :func:`~npu_adapter.session.install`
+        is in effect: parse the options, then open TensorFlow's session on the right graph."""
+        graph = self._npu_init(graph, config)
+        _BASE["__init__"](self, target, graph, config)
+
+    def _npu_init(self, graph, config):
+        """Parse the options and decide the graph TensorFlow's session runs on (idempotent:
+        an NpuSession initialises before TensorFlow's ``Session.__init__`` reaches the
+        installed ``BaseSession.__init__``)."""
+        from npu_adapter.config import NpuConfig
+
+        if self.__dict__.get("_npu_initialised"):
+            return graph
+        # BaseSession.__del__ reads these: keep it quiet when the options below are invalid.
+        self._session = None
+        self._closed = True
+        self._npu_enabled = False
+        self._npu_runtime = None
+        self._npu_user_graph = graph if graph is not None else _tf1.get_default_graph()
+        self._npu_config = NpuConfig.from_config_proto(config)
+        self._npu_enabled = bool(self._npu_config.present and self._npu_config.use_off_line
+                                 and self._npu_config.job not in ("ps", "default"))
+        self._npu_tls = threading.local()
+        self._npu_lock = threading.Lock()
+        self._npu_fast = {}
+        self._npu_partials = {}     # partial_run handle -> _Signature
+        self._npu_signatures = {}   # this session's signature keys -> _Signature
+        self._npu_programs = {}     # id(_Signature) -> Program (this session's runtime)
+        self._npu_rewrites = 0
+        self._npu_initialised = True
+        if self._npu_force_plain:
+            self._npu_enabled = False
+        if not self._npu_enabled:
+            return self._npu_user_graph
+        from npu_adapter.backends import get_backend
+
+        self._npu_backend = get_backend(self._npu_config.npu_adapter_backend or "cpu")
+        self._npu_runtime = self._npu_backend.create_runtime(self._npu_config)
+        self._npu_shadow = ShadowGraph.for_graph(self._npu_user_graph)
+        self._npu_config_key = self._npu_config  # hashable; equal options share signatures
+        return self._npu_shadow.graph
+
+    # ------------------------------------------------------------------ graph the user sees
+    @property
+    def graph(self):
+        """The graph that was launched in this session: the user's graph (TensorFlow's own
+        session machinery sees the shadow graph it really runs)."""
+        if self._npu_enabled and not getattr(self._npu_tls, "inner", False):
+            return self._npu_user_graph
+        return self._graph
+
+    @property
+    def graph_def(self):
+        """The user's graph as a GraphDef (never our rewrite)."""
+        return self.graph.as_graph_def(add_shapes=self._add_shapes)
+
+    @contextlib.contextmanager
+    def _npu_inside(self):
+        """While TensorFlow's own session code runs, ``self.graph`` is the shadow graph."""
+        tls = self._npu_tls
+        outer = getattr(tls, "inner", False)
+        tls.inner = True
+        try:
+            yield
+        finally:
+            tls.inner = outer
+
+    # ------------------------------------------------------------------ public extras
+    @property
+    def npu_config(self):
+        """The session's :class:`~npu_adapter.config.NpuConfig`."""
+        return self._npu_config
+
+    @property
+    def npu_rewrite_count(self):
+        """How many run signatures this session has run rewritten (built here, or shared with
+        an earlier session on the same graph and options)."""
+        return self._npu_rewrites
+
+    def npu_runtime_stats(self):
+        """The backend runtime's :class:`~npu_adapter.backends.runtime.RuntimeStats` (None for
+        a session that does not rewrite)."""
+        return self._npu_runtime.stats() if self._npu_runtime is not None else None
+
+    def npu_gear_stats(self):
+        """Per cluster with gears: runs, runs per gear, elements fed and elements computed
+        (padded), the policy and the padding waste ratio ``1 - fed / computed``. Only fed inputs
+        are counted (dataset inputs are not visible to the session)."""
+        if self._npu_runtime is None:
+            return {}
+        stats = self._npu_runtime.stats()
+        return {name: {"runs": st.runs, "gear_counts": dict(st.gear_counts),
+                       "actual_elements": st.actual_elements,
+                       "padded_elements": st.padded_elements, "policy": st.policy,
+                       "waste_ratio": st.waste_ratio}
+                for name, st in stats.clusters.items() if st.runs}
+
+    def npu_lazy_stats(self):
+        """lazy_recompile: specialisations built (first time per shape), re-specialisations
+        (a shape evicted earlier came back), evictions (least frequently used first) and hits."""
+        keys = ("specializations", "respecializations", "evictions", "hits")
+        if self._npu_runtime is None:
+            return dict.fromkeys(keys, 0)
+        stats = self._npu_runtime.stats()
+        return {k: getattr(stats, k) for k in keys}
+
+    def npu_rewrite_result(self, fetches, feed_dict=None):
+        """The :class:`~npu_adapter.pipeline.result.RewriteResult` of this signature (or None)."""
+        if not self._npu_enabled:
+            return None
+        mapper = _fetch_mapper(self.graph, fetches)
+        signature = self._npu_signature(mapper.unique_fetches(), list(feed_dict or ()))
+        return signature.result
+
+    def close(self):
+        """Close the TensorFlow session and release the backend runtime."""
+        try:
+            _BASE["close"](self)
+        finally:
+            runtime = self.__dict__.get("_npu_runtime")
+            if runtime is not None:
+                runtime.close()
+
+    # ------------------------------------------------------------------ signatures
+    def _npu_names(self, elements, feed_keys):
+        graph = self._npu_user_graph
+        tensors = tuple(sorted({e.name for e in elements if isinstance(e, tf.Tensor)}))
+        ops = tuple(sorted({e.name for e in elements if isinstance(e, tf.Operation)}))
+        feeds = []
+        for key in _expand_feed_keys(feed_keys):
+            try:
+                element = graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+            except (TypeError, ValueError, KeyError):
+                continue  # TensorFlow reports the bad key itself (see _npu_map_feeds)
+            feeds.append(element.name)
+        return tensors, ops, tuple(sorted(set(feeds)))
+
+    def _npu_signature(self, elements, feed_keys):
+        names = self._npu_names(elements, feed_keys)
+        local = self._npu_signatures.get(names)
+        if local is not None:
+            return local
+        shadow = self._npu_shadow
+        key = (names, self._npu_config_key)
+        with shadow.lock:
+            signature = shadow.signatures.get(key)
+            owner = signature is None
+            if owner:
+                signature = shadow.signatures[key] = _Signature(names)
+        if owner:
+            try:
+                self._npu_build(signature)
+            except BaseException as exc:
+                signature.error = exc
+                with shadow.lock:
+                    # Failures are not cached: a later run (after fixing a feed) may succeed.
+                    shadow.signatures.pop(key, None)
+                raise
+            finally:
+                signature.ready.set()
+        else:
+            signature.ready.wait()
+            if signature.error is not None:
+                raise signature.error
+        with self._npu_lock:
+            if names not in self._npu_signatures:
+                self._npu_signatures[names] = signature
+                self._npu_rewrites += signature.result is not None
+        return signature
+
+    def _npu_build(self, signature):
+        from npu_adapter.api import rewrite
+
+        tensors, ops, feeds = signature.names
+        shadow = self._npu_shadow
+        graph_def, user_nodes = shadow.user_graph_def()
+        config = self._npu_config
+        try:
+            result = rewrite(graph_def, config, fetches=list(tensors), targets=list(ops),
+                             feeds=list(feeds), backend=self._npu_backend,
+                             dump_dir=config.npu_adapter_dump_dir or None,
+                             graph_num=shadow.graph_num(graph_def))
+        except RewriteError as exc:
+            error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
+            raise error_cls(None, None, str(exc)) from exc
+        signature.result = result
+        signature.base = shadow.install(
+            result.graph_def, user_nodes,
+            fetches={t: result.tensor_map.get(t, t) for t in tensors},
+            targets={o: result.op_map.get(o, o) for o in ops},
+            feeds={f: result.feed_map.get(f, f) for f in feeds})
+
+    def _npu_program(self, signature):
+        program = self._npu_programs.get(id(signature))
+        if program is None:
+            program = self._npu_runtime.prepare(signature.result, signature.names[2])
+            with self._npu_lock:
+                program = self._npu_programs.setdefault(id(signature), program)
+        return program
+
+    def _npu_variant(self, signature, variant):
+        """The Installed of ``variant`` (installed on first use, shared via the shadow)."""
+        if variant.key is None:
+            return signature.base
+        installed = signature.variants.get(variant.key)
+        if installed is not None:
+            return installed
+        with signature.lock:
+            installed = signature.variants.get(variant.key)
+            if installed is None:
+                program = self._npu_program(signature)
+                graph_def = program.variant_graph(variant.key)
+                tensors, ops, feeds = signature.names
+                result = signature.result
+                _, user_nodes = self._npu_shadow.user_graph_def()
+                installed = self._npu_shadow.install(
+                    graph_def, user_nodes,
+                    fetches={t: result.tensor_map.get(t, t) for t in tensors},
+                    targets={o: result.op_map.get(o, o) for o in ops},
+                    feeds={f: result.feed_map.get(f, f) for f in feeds})
+                signature.variants[variant.key] = installed
+        return installed
+
+    # ------------------------------------------------------------------ run
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """Run ``fetches`` like ``tf.compat.v1.Session.run``, on the rewritten graph."""
+        if not self._npu_enabled:
+            return _BASE["run"](self, fetches, feed_dict, options, run_metadata)
+        key = _fast_key(fetches, feed_dict)
+        plan = self._npu_fast.get(key) if key is not None else None
+        if plan is None:
+            plan = self._npu_plan(fetches, feed_dict)
+            if key is not None and len(self._npu_fast) < _FAST_CACHE_SIZE:
+                self._npu_fast[key] = plan
+        signature = plan.signature
+        installed = signature.base
+        if plan.program is not None and plan.program.needs_shapes:
+            fed = self._npu_fed_values(plan, feed_dict)
+            selection = plan.program.select({name: np.shape(value)
+                                             for name, value in fed.items()})
+            installed = self._npu_variant(signature, selection.variant)
+        mapped_feeds = self._npu_map_feeds(plan, installed, feed_dict)
+        mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
+                  else installed.ops[e.name] for e in plan.mapper.unique_fetches()]
+        with self._npu_inside():
+            values = _BASE["run"](self, mapped, mapped_feeds, options, run_metadata)
+        return plan.mapper.build_results(values)
+
+    def _npu_plan(self, fetches, feed_dict):
+        mapper = _fetch_mapper(self._npu_user_graph, fetches)
+        feed_keys = list(feed_dict or ())
+        signature = self._npu_signature(mapper.unique_fetches(), feed_keys)
+        program = self._npu_program(signature) if signature.result is not None else None
+        simple = all(isinstance(k, (tf.Tensor, str)) for k in feed_keys)
+        fed_names = None
+        if simple:
+            fed_names = []
+            graph = self._npu_user_graph
+            for k in feed_keys:
+                try:
+                    fed_names.append(graph.as_graph_element(
+                        k, allow_tensor=True, allow_operation=False).name)
+                except (TypeError, ValueError, KeyError):
+                    fed_names.append(None)  # TensorFlow reports it (kept as the user's key)
+        return _RunPlan(mapper, signature, program, feed_keys if simple else None, fed_names)
+
+    def _npu_fed_values(self, plan, feed_dict):
+        """User tensor name → fed value (composite keys expanded)."""
+        if plan.feed_keys is not None:
+            return {name: value for name, value in zip(plan.fed_names, feed_dict.values())
+                    if name is not None}
+        fed = {}
+        graph = self._npu_user_graph
+        for key, value in (feed_dict or {}).items():
+            for sub_key, sub_value in _expand_feed(key, value):
+                try:
+                    element = graph.as_graph_element(sub_key, allow_tensor=True,
+                                                     allow_operation=False)
+                except (TypeError, ValueError, KeyError):
+                    continue
+                fed[element.name] = sub_value
+        return fed
+
+    def _npu_map_feeds(self, plan, installed, feed_dict):
+        if not feed_dict:
+            return feed_dict
+        feeds = installed.feeds
+        if plan.feed_keys is not None:
+            out = {}
+            for key, name, value in zip(plan.feed_keys, plan.fed_names, feed_dict.values()):
+                out[feeds.get(name, key) if name is not None else key] = value
+            return out
+        out = {}
+        for name, value in self._npu_fed_values(plan, feed_dict).items():
+            out[feeds[name]] = value
+        return out
+
+    # ------------------------------------------------------------------ callables
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        """``Session.make_callable`` on the rewritten graph (same calling convention).
+
+        As in TensorFlow, a callable with feeds runs through :meth:`run` (its fast path, gears
+        and lazy_recompile included); one without feeds is a TensorFlow callable of the mapped
+        fetches."""
+        if not self._npu_enabled:
+            return _BASE["make_callable"](self, fetches, feed_list, accept_options)
+        if feed_list is not None:
+            if not isinstance(feed_list, (list, tuple)):
+                raise TypeError("Argument `feed_list` must be a list or tuple. "
+                                f"Received: feed_list={feed_list}")
+            feed_list = list(feed_list)
+
+            def generic_run(*feed_args, **kwargs):
+                return self.run(fetches, feed_dict=dict(zip(feed_list, feed_args)), **kwargs)
+
+            return generic_run
+        mapper = _fetch_mapper(self._npu_user_graph, fetches)
+        elements = mapper.unique_fetches()
+        installed = self._npu_signature(elements, []).base
+        mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
+                  else installed.ops[e.name] for e in elements]
+        with self._npu_inside():
+            inner = _BASE["make_callable"](self, mapped, None, accept_options)
+
+        def call(*args, **kwargs):
+            return mapper.build_results(inner(*args, **kwargs))
+
+        return call
+
+    def _make_callable_from_options(self, callable_options):
+        """The private entry Keras uses: names in ``callable_options`` are the user's."""
+        if not self._npu_enabled:
+            return _BASE["_make_callable_from_options"](self, callable_options)
+        graph = self._npu_user_graph
+        fetches = [graph.get_tensor_by_name(name) for name in callable_options.fetch]
+        targets = [graph.get_operation_by_name(name) for name in callable_options.target]
+        signature = self._npu_signature(fetches + targets, list(callable_options.feed))
+        installed = signature.base
+        options = type(callable_options)()
+        options.CopyFrom(callable_options)
+        del options.fetch[:]
+        del options.target[:]
+        del options.feed[:]
+        options.fetch.extend(installed.tensors[t.name].name for t in fetches)
+        options.target.extend(installed.ops[o.name].name for o in targets)
+        options.feed.extend(installed.feeds[graph.get_tensor_by_name(name).name].name
+                            for name in callable_options.feed)
+        with self._npu_inside():
+            return _BASE["_make_callable_from_options"](self, options)
+
+    def partial_run_setup(self, fetches, feeds=None):
+        """``Session.partial_run_setup`` on the rewritten graph."""
+        if not self._npu_enabled:
+            return _BASE["partial_run_setup"](self, fetches, feeds)
+        mapper = _fetch_mapper(self._npu_user_graph, fetches)
+        feed_keys = list(feeds if isinstance(feeds, (list, tuple)) else
+                         ([feeds] if feeds is not None else []))
+        signature = self._npu_signature(mapper.unique_fetches(), feed_keys)
+        installed = signature.base
+        mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
+                  else installed.ops[e.name] for e in mapper.unique_fetches()]
+        graph = self._npu_user_graph
+        mapped_feeds = [installed.feeds[graph.as_graph_element(
+            k, allow_tensor=True, allow_operation=False).name] for k in feed_keys]
+        with self._npu_inside():
+            handle = _BASE["partial_run_setup"](self, mapped, mapped_feeds)
+        with self._npu_lock:
+            self._npu_partials[handle] = signature
+        return handle
+
+    def partial_run(self, handle, fetches, feed_dict=None):
+        """``Session.partial_run`` with the signature of :meth:`partial_run_setup`."""
+        if not self._npu_enabled:
+            return _BASE["partial_run"](self, handle, fetches, feed_dict)
+        signature = self._npu_partials[handle]
+        installed = signature.base
+        mapper = _fetch_mapper(self._npu_user_graph, fetches)
+        mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
+                  else installed.ops[e.name] for e in mapper.unique_fetches()]
+        graph = self._npu_user_graph
+        mapped_feeds = {installed.feeds[graph.as_graph_element(
+            k, allow_tensor=True, allow_operation=False).name]: v
+            for k, v in (feed_dict or {}).items()}
+        with self._npu_inside():
+            values = _BASE["partial_run"](self, handle, mapped, mapped_feeds)
+        return mapper.build_results(values)
+
+
+class NpuSession(_NpuSessionMixin, ORIGINAL_CLASSES["Session"]):
+    """``tf.compat.v1.Session`` that rewrites each run signature for the configured backend.
+
+    Args are TensorFlow's: ``target``, ``graph``, ``config`` (a ``ConfigProto``; its
+    ``NpuOptimizer`` custom optimizer carries the options).
+    """
+
+    def __init__(self, target="", graph=None, config=None):
+        tf_graph = self._npu_init(graph, config)  # validate options before a session exists
+        super().__init__(target, tf_graph, config)
+
+
+class PlainSession(ORIGINAL_CLASSES["Session"]):
+    """TensorFlow's session behaviour even while :func:`~npu_adapter.session.install` is in
+    effect (for comparisons with plain TensorFlow)."""
+
+    _npu_force_plain = True
+
+
+class NpuInteractiveSession(_NpuSessionMixin, ORIGINAL_CLASSES["InteractiveSession"]):
+    """``tf.compat.v1.InteractiveSession`` counterpart of :class:`NpuSession`."""
+
+    def __init__(self, target="", graph=None, config=None):
+        tf_graph = self._npu_init(graph, config)
+        super().__init__(target, tf_graph, config)

@@ -1,0 +1,300 @@
+"""The shadow graph: the private ``tf.Graph`` NpuSessions run on, one per user graph.
+
+The user's graph is never modified. Every NpuSession on a user graph runs its TensorFlow session
+on that graph's shadow, which holds:
+
+* the user's nodes a rewritten signature keeps unchanged, imported under their own names the
+  first time a signature needs them, so variables, queues, iterators and tables keep their names
+  (checkpoints, ``Saver`` and name-based feeds and fetches work) and every signature of a session
+  shares one state;
+* the changed part of each rewrite (cluster calls and what depends on them), imported under a
+  fresh scope ``npu_rewrite_<N>/`` whose inputs are bound to those originals.
+
+A shadow lives as long as its user graph (a weak reference) and is shared by every NpuSession on
+it: the second session on a graph finds its signatures rewritten and installed, so a new session
+per request costs no rewrite and adds no node. Installing is serialised per shadow.
+"""
+
+import collections
+import itertools
+import threading
+import weakref
+
+import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2, graph_pb2
+
+from npu_adapter.graph.extract import FED_TENSOR_ATTR
+from npu_adapter.graph.names import parse_input
+
+__all__ = ["ShadowGraph", "Installed", "note_graph_changed"]
+
+_SHADOWS = weakref.WeakKeyDictionary()
+_SHADOWS_LOCK = threading.Lock()
+_GENERATIONS = weakref.WeakKeyDictionary()  # user graph -> attribute-change generation
+
+
+def note_graph_changed(graph):
+    """Tell the shadows that an attribute of an existing op of ``graph`` was set (TensorFlow
+    does not bump the graph version for that), so the next signature reads it afresh."""
+    with _SHADOWS_LOCK:
+        _GENERATIONS[graph] = _GENERATIONS.get(graph, 0) + 1
+
+
+class Installed(collections.namedtuple("Installed", ["tensors", "ops", "feeds"])):
+    """Where one installed graph's elements are in the shadow graph.
+
+    Attributes:
+        tensors: user tensor name → shadow ``tf.Tensor`` (fetches of the signature).
+        ops: user op name → shadow ``tf.Operation`` (targets of the signature).
+        feeds: user fed tensor name → shadow ``tf.Tensor`` to feed.
+    """
+
+    __slots__ = ()
+
+
+def _without_class(node):
+    if "_class" not in node.attr:
+        return node
+    copy = type(node)()
+    copy.CopyFrom(node)
+    del copy.attr["_class"]
+    return copy
+
+
+def _same_node(a, b):
+    """NodeDef equality ignoring colocation groups (the rewrite drops references to nodes outside
+    the client graph). Field comparison, no serialisation: a 64 MB Const compares in ms."""
+    if "_class" in a.attr or "_class" in b.attr:
+        a, b = _without_class(a), _without_class(b)
+    return a == b
+
+
+class ShadowGraph:
+    """The private execution graph of one user graph (see the module docstring).
+
+    Use :meth:`for_graph`; never construct directly.
+    """
+
+    def __init__(self, user_graph):
+        self._user = weakref.ref(user_graph)
+        self.graph = tf.Graph()
+        self.lock = threading.RLock()
+        self._present = {}      # user node name -> its NodeDef, imported under its own name
+        self._scopes = itertools.count(1)
+        self._graph_nums = itertools.count(1)
+        self._taken_prefixes = None
+        self.signatures = {}    # shared installed signatures (see session.core)
+        self._graph_def = None  # (user graph version, generation, GraphDef, {name: NodeDef})
+
+    @classmethod
+    def for_graph(cls, user_graph):
+        """The shadow of ``user_graph`` (created on first use, shared afterwards)."""
+        with _SHADOWS_LOCK:
+            shadow = _SHADOWS.get(user_graph)
+            if shadow is None:
+                shadow = _SHADOWS[user_graph] = cls(user_graph)
+            return shadow
+
+    @property
+    def user_graph(self):
+        """The user's ``tf.Graph`` (None once it is gone)."""
+        return self._user()
+
+    def user_graph_def(self):
+        """``(GraphDef, {name: NodeDef})`` of the user's graph as it is now.
+
+        Taken once per graph version and shared by every signature and session (serialising a
+        large graph costs seconds). TensorFlow bumps the version when an op is added; our own
+        attribute setters (``set_graph_exec_config``, ``keep_tensors_dtypes``, ...) call
+        :func:`note_graph_changed` because setting an attribute does not.
+        """
+        user_graph = self._user()
+        if user_graph is None:
+            raise RuntimeError("the session's graph no longer exists")
+        stamp = (user_graph.version, _GENERATIONS.get(user_graph, 0))
+        with self.lock:
+            cached = self._graph_def
+            if cached is None or cached[0] != stamp:
+                graph_def = user_graph.as_graph_def()
+                cached = self._graph_def = (stamp, graph_def,
+                                            {n.name: n for n in graph_def.node})
+            return cached[1], cached[2]
+
+    def graph_num(self, user_graph_def):
+        """A fresh ``N`` for ``GeOp<N>_<k>`` names: unique in this shadow and not the prefix of
+        a function or node of the user's graph (a graph loaded from a rewritten model may
+        already hold ``GeOp1_0``)."""
+        with self.lock:
+            if self._taken_prefixes is None:
+                self._taken_prefixes = set()
+            names = [f.signature.name for f in user_graph_def.library.function]
+            names += [n.name for n in user_graph_def.node if n.name.startswith("GeOp")]
+            for name in names:
+                if name.startswith("GeOp"):
+                    self._taken_prefixes.add(name.split("_", 1)[0])
+            while True:
+                n = next(self._graph_nums)
+                if f"GeOp{n}" not in self._taken_prefixes:
+                    return n
+
+    def new_scope(self):
+        """A fresh ``npu_rewrite_<N>`` scope name for an installed rewrite."""
+        while True:
+            scope = f"npu_rewrite_{next(self._scopes)}"
+            if self.graph.unique_name(scope, mark_as_used=False) == scope:
+                return scope
+
+    # ---------------------------------------------------------------------------- install
+    def install(self, graph_def, user_nodes, *, fetches=None, targets=None, feeds=None):
+        """Import ``graph_def`` (a rewritten client graph, or an unrewritten one) into the shadow.
+
+        Nodes equal to the user's node of the same name (``user_nodes``: name → NodeDef of the
+        user's graph), with all their inputs equal too, are the user's own: imported under their
+        name the first time, shared afterwards. The others are imported under a fresh scope.
+        Placeholders the client-graph extraction made for fed tensors are bound to the fed
+        tensor when the shadow has it, and are fed themselves otherwise.
+
+        Args:
+            fetches: user tensor name → tensor name in ``graph_def``.
+            targets: user op name → op name in ``graph_def``.
+            feeds: user fed tensor name → tensor name in ``graph_def`` standing for it.
+
+        Returns:
+            An :class:`Installed` mapping those user names to shadow tensors and ops.
+        """
+        with self.lock:
+            return self._install(graph_def, user_nodes, fetches or {}, targets or {},
+                                 feeds or {})
+
+    def _install(self, graph_def, user_nodes, fetches, targets, feeds):
+        graph = self.graph
+        nodes = list(graph_def.node)
+        by_name = {n.name: n for n in nodes}
+        stand_ins = {n.name: n.attr[FED_TENSOR_ATTR].s.decode() for n in nodes
+                     if FED_TENSOR_ATTR in n.attr}
+        # 1. Which nodes are the user's own (same NodeDef, and inputs own too).
+        changed = set()
+        for node in nodes:
+            if node.name in stand_ins:
+                continue
+            orig = user_nodes.get(node.name)
+            if orig is None or not _same_node(orig, node):
+                changed.add(node.name)
+            elif node.name in self._present and not _same_node(self._present[node.name], node):
+                changed.add(node.name)  # the user's node changed since the shadow imported it
+        consumers = collections.defaultdict(list)
+        for node in nodes:
+            for text in node.input:
+                consumers[parse_input(text)[0]].append(node.name)
+        queue = collections.deque(sorted(changed))
+        while queue:
+            name = queue.popleft()
+            for c in consumers.get(name, ()):
+                if c not in changed and c not in stand_ins:
+                    changed.add(c)
+                    queue.append(c)
+        # A fed tensor whose producer the shadow has (or gets now) is fed where it is; otherwise
+        # its stand-in placeholder is imported and fed instead.
+        bound = {}
+        for stand_in, fed in stand_ins.items():
+            src = parse_input(fed)[0]
+            if src in self._present or (src in by_name and src not in changed):
+                bound[stand_in] = fed
+            else:
+                changed.add(stand_in)
+        # 2. The user's own nodes the shadow does not have yet, under their own names.
+        own_new = [n for n in nodes if n.name not in changed and n.name not in stand_ins
+                   and n.name not in self._present]
+        if own_new:
+            self._import(graph_def, own_new, {n.name for n in own_new}, None, {})
+            for node in own_new:
+                self._present[node.name] = node
+        # 3. The changed part, under a fresh scope.
+        scope = self.new_scope() if changed else None
+        if changed:
+            self._import(graph_def, [n for n in nodes if n.name in changed], changed, scope,
+                         bound)
+
+        def tensor(name):
+            node, port, _ = parse_input(name)
+            if node in bound:
+                return graph.get_tensor_by_name(bound[node])
+            if node in changed:
+                node = f"{scope}/{node}"
+            return graph.get_tensor_by_name(f"{node}:{port}")
+
+        def op(name):
+            if name in bound:
+                return graph.get_operation_by_name(parse_input(bound[name])[0])
+            return graph.get_operation_by_name(f"{scope}/{name}" if name in changed else name)
+
+        return Installed({k: tensor(v) for k, v in fetches.items()},
+                         {k: op(v) for k, v in targets.items()},
+                         {k: tensor(v) for k, v in feeds.items()})
+
+    def _import(self, graph_def, nodes, importing, scope, bound):
+        """Import ``nodes`` of ``graph_def`` (their names: ``importing``) under ``scope`` (None:
+        their own names), binding every other input to the shadow's node of that name, or to
+        the fed tensor for ``bound`` stand-ins."""
+        graph = self.graph
+        out = graph_pb2.GraphDef()
+        out.versions.CopyFrom(graph_def.versions)
+        out.library.CopyFrom(graph_def.library)
+        input_map = {}
+        colocations = {}
+        late_controls = collections.defaultdict(list)
+        for node in nodes:
+            copy = out.node.add()
+            copy.CopyFrom(node)
+            if FED_TENSOR_ATTR in copy.attr:
+                del copy.attr[FED_TENSOR_ATTR]
+            groups = node.attr.get("_class")
+            if groups is not None and any(
+                    g.startswith(b"loc:@") and g[5:].decode() not in importing
+                    for g in groups.list.s):
+                # import_graph_def cannot bind a colocation group to a node it does not import:
+                # drop it here and restore it on the imported op afterwards.
+                colocations[node.name] = list(groups.list.s)
+                del copy.attr["_class"]
+            for text in node.input:
+                src, port, is_control = parse_input(text)
+                if src in importing:
+                    continue
+                if src in bound:
+                    fed = graph.get_tensor_by_name(bound[src])
+                    input_map["^" + src if is_control else f"{src}:{port}"] = fed
+                    continue
+                source = graph.get_operation_by_name(src)
+                if not is_control:
+                    input_map[f"{src}:{port}"] = source.outputs[port]
+                elif source.outputs:
+                    input_map["^" + src] = source.outputs[0]
+                else:
+                    # input_map binds control inputs through an output; for an op without one
+                    # the control edge is added after the import.
+                    copy.input.remove(text)
+                    late_controls[node.name].append(source)
+        with graph.as_default():
+            tf.graph_util.import_graph_def(out, input_map=input_map or None, name=scope or "")
+
+        def imported(name):
+            return graph.get_operation_by_name(f"{scope}/{name}" if scope else name)
+
+        for name, sources in late_controls.items():
+            target = imported(name)
+            for source in sources:
+                target._add_control_input(source)
+        for name, groups in colocations.items():
+            mapped = []
+            for group in groups:
+                if group.startswith(b"loc:@"):
+                    target = group[5:].decode()
+                    if target in importing:
+                        target = imported(target).name
+                    elif target not in self._present:
+                        continue  # the colocated node is not in the shadow: drop the group
+                    group = b"loc:@" + target.encode()
+                mapped.append(group)
+            if mapped:
+                imported(name)._set_attr("_class", attr_value_pb2.AttrValue(
+                    list=attr_value_pb2.AttrValue.ListValue(s=mapped)))
