@@ -280,13 +280,17 @@ class _NpuSessionMixin:
             feeds.append(element.name)
         return tensors, ops, tuple(sorted(set(feeds)))
 
-    def _npu_signature(self, elements, feed_keys):
+    def _npu_signature(self, elements, feed_keys, rewritten=True):
+        """The shared signature of these fetches and feeds, built on first use. With
+        ``rewritten`` false the client graph is installed as it is (partial runs: a cluster
+        would make a fetch wait for feeds it does not need)."""
         names = self._npu_names(elements, feed_keys)
-        local = self._npu_signatures.get(names)
+        local_key = names if rewritten else (names, "unrewritten")
+        local = self._npu_signatures.get(local_key)
         if local is not None:
             return local
         shadow = self._npu_shadow
-        key = (names, self._npu_config_key)
+        key = (names, self._npu_config_key if rewritten else None)
         with shadow.lock:
             signature = shadow.signatures.get(key)
             owner = signature is None
@@ -294,7 +298,10 @@ class _NpuSessionMixin:
                 signature = shadow.signatures[key] = _Signature(names)
         if owner:
             try:
-                self._npu_build(signature)
+                if rewritten:
+                    self._npu_build(signature)
+                else:
+                    self._npu_install_unrewritten(signature)
             except BaseException as exc:
                 signature.error = exc
                 with shadow.lock:
@@ -308,10 +315,20 @@ class _NpuSessionMixin:
             if signature.error is not None:
                 raise signature.error
         with self._npu_lock:
-            if names not in self._npu_signatures:
-                self._npu_signatures[names] = signature
+            if local_key not in self._npu_signatures:
+                self._npu_signatures[local_key] = signature
                 self._npu_rewrites += signature.result is not None
         return signature
+
+    def _npu_install_unrewritten(self, signature):
+        from npu_adapter.graph.extract import extract_client_graph
+
+        tensors, ops, feeds = signature.names
+        graph_def, user_nodes = self._npu_shadow.user_graph_def()
+        client = extract_client_graph(graph_def, tensors, ops, feeds)
+        signature.base = self._npu_shadow.install(
+            client.graph_def, user_nodes, fetches={t: t for t in tensors},
+            targets={o: o for o in ops}, feeds=dict(client.feeds))
 
     def _npu_build(self, signature):
         from npu_adapter.api import rewrite
@@ -500,7 +517,7 @@ class _NpuSessionMixin:
         mapper = _fetch_mapper(self._npu_user_graph, fetches)
         feed_keys = list(feeds if isinstance(feeds, (list, tuple)) else
                          ([feeds] if feeds is not None else []))
-        signature = self._npu_signature(mapper.unique_fetches(), feed_keys)
+        signature = self._npu_signature(mapper.unique_fetches(), feed_keys, rewritten=False)
         installed = signature.base
         mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
                   else installed.ops[e.name] for e in mapper.unique_fetches()]

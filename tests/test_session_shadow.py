@@ -1,0 +1,183 @@
+"""The user's graph is never modified; sessions on one graph share one rewrite; round trips."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from npu_adapter.config import NpuConfig
+from npu_adapter.session import NpuSession, is_npu_session, plain_session_class
+from npu_adapter.session.shadow import ShadowGraph
+
+tf1 = tf.compat.v1
+PlainSession = plain_session_class()
+
+
+def npu_config(**options):
+    return NpuConfig.from_dict(options).to_config_proto()
+
+
+def train_graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(1)
+        x = tf1.placeholder(tf.float32, [None, 4], name="x")
+        y = tf1.placeholder(tf.float32, [None, 1], name="y")
+        w = tf1.get_variable("w", [4, 1])
+        pred = tf.matmul(tf.nn.relu(x), w, name="pred")
+        loss = tf.reduce_mean(tf.square(pred - y), name="loss")
+        step = tf1.train.get_or_create_global_step()
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step,
+                                                                 name="train")
+        init = tf1.global_variables_initializer()
+        tf1.train.Saver()
+    return graph, x, y, loss, train, init
+
+
+def data(seed=0):
+    rs = np.random.RandomState(seed)
+    return rs.randn(8, 4).astype(np.float32), rs.randn(8, 1).astype(np.float32)
+
+
+def snapshot(graph):
+    return (graph.as_graph_def().SerializeToString(deterministic=True),
+            sorted(graph.get_all_collection_keys()),
+            {k: len(graph.get_collection(k)) for k in graph.get_all_collection_keys()})
+
+
+def test_the_users_graph_is_left_as_it_was():
+    graph, x, y, loss, train, init = train_graph()
+    before = snapshot(graph)
+    xs, ys = data()
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        sess.run(init)
+        for _ in range(3):
+            sess.run([loss, train], {x: xs, y: ys})
+        assert sess.graph is graph
+        assert sess.graph_def.SerializeToString(deterministic=True) == before[0]
+        assert sess.npu_rewrite_result([loss, train], {x: xs, y: ys}).clusters
+    assert snapshot(graph) == before
+    with graph.as_default():
+        exported = tf1.train.export_meta_graph(graph=graph)
+    assert not any(n.name.startswith("npu_rewrite") or n.op == "GeOp" for n in
+                   exported.graph_def.node)
+    assert not exported.graph_def.library.function
+
+
+def test_meta_graph_and_checkpoint_equal_plain_tensorflows(tmp_path):
+    xs, ys = data()
+    saved = {}
+    for cls in (PlainSession, NpuSession):
+        graph, x, y, loss, train, init = train_graph()
+        with graph.as_default():
+            saver = tf1.train.Saver()
+        with cls(graph=graph, config=npu_config()) as sess:
+            sess.run(init)
+            sess.run(train, {x: xs, y: ys})
+            prefix = saver.save(sess, str(tmp_path / cls.__name__ / "model"))
+        reader = tf1.train.NewCheckpointReader(prefix)
+        with tf.Graph().as_default() as loaded:
+            tf1.train.import_meta_graph(prefix + ".meta")
+        saved[cls] = ({k: reader.get_tensor(k).tobytes() for k in
+                       reader.get_variable_to_shape_map()},
+                      sorted(n.name for n in loaded.as_graph_def().node))
+    assert saved[PlainSession] == saved[NpuSession]
+
+
+def test_sessions_on_one_graph_share_the_rewrite_and_add_nothing(monkeypatch):
+    import npu_adapter.api
+
+    calls = []
+    real_rewrite = npu_adapter.api.rewrite
+
+    def counting_rewrite(*args, **kwargs):
+        calls.append(kwargs.get("fetches"))
+        return real_rewrite(*args, **kwargs)
+
+    monkeypatch.setattr(npu_adapter.api, "rewrite", counting_rewrite)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
+        probs = tf.nn.softmax(tf.matmul(x, w), name="probs")
+    shadow = ShadowGraph.for_graph(graph)
+    sizes = []
+    feed = {x: np.ones((2, 3), np.float32)}
+    want = PlainSession(graph=graph).run(probs, feed)
+    for _ in range(20):
+        with NpuSession(graph=graph, config=npu_config()) as sess:
+            assert sess.run(probs, feed).tobytes() == want.tobytes()
+        sizes.append((len(shadow.graph.get_operations()),
+                      len(shadow.graph.as_graph_def().library.function)))
+    assert len(calls) == 1
+    assert len(set(sizes)) == 1  # the 20th session adds what the 2nd does: nothing
+    assert len(graph.get_operations()) == 4
+    # Other options are another rewrite, installed once too.
+    with NpuSession(graph=graph, config=npu_config(mix_compile_mode=True)) as sess:
+        sess.run(probs, feed)
+    assert len(calls) == 2
+
+
+def test_a_graph_taken_from_a_session_loads_into_another_session(tmp_path):
+    graph, x, y, loss, train, init = train_graph()
+    xs, ys = data()
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        sess.run(init)
+        sess.run(train, {x: xs, y: ys})
+        graph_def = sess.graph_def
+        with sess.graph.as_default():
+            meta = tf1.train.export_meta_graph(graph=sess.graph)
+    for source in (graph_def, meta.graph_def):
+        fresh = tf.Graph()
+        with fresh.as_default():
+            tf.graph_util.import_graph_def(source, name="")
+        with NpuSession(graph=fresh, config=npu_config()) as sess:
+            sess.run(fresh.get_operation_by_name("init"))
+            value = sess.run("loss:0", {"x:0": xs, "y:0": ys})
+            assert np.isfinite(value)
+            assert sess.npu_rewrite_result("loss:0", {"x:0": xs, "y:0": ys}).clusters
+
+
+def test_a_fed_intermediate_tensor_and_a_fetched_feed():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [3], name="x")
+        h = tf.abs(x, name="h")
+        out = tf.square(h, name="out")
+    feeds = {h: np.array([1.0, 2.0, 3.0], np.float32)}
+    with NpuSession(graph=graph, config=npu_config()) as sess, PlainSession(graph=graph) as ref:
+        assert sess.run(out, feeds).tobytes() == ref.run(out, feeds).tobytes()
+        got = sess.run([h, out], feeds)
+        want = ref.run([h, out], feeds)
+        assert [a.tobytes() for a in got] == [b.tobytes() for b in want]
+
+
+def test_string_names_sparse_feeds_and_partial_runs():
+    graph = tf.Graph()
+    with graph.as_default():
+        sp = tf1.sparse_placeholder(tf.float32, name="sp")
+        total = tf.sparse.reduce_sum(sp, name="total")
+        a = tf1.placeholder(tf.float32, [], name="a")
+        b = tf1.placeholder(tf.float32, [], name="b")
+        c = tf.multiply(a, 2.0, name="c")
+        d = tf.add(c, b, name="d")
+    value = tf1.SparseTensorValue([[0, 0], [1, 2]], [1.5, 2.0], [2, 3])
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        assert is_npu_session(sess)
+        assert sess.run(total, {sp: value}) == pytest.approx(3.5)
+        assert sess.run("total:0", {sp: value}) == pytest.approx(3.5)
+        handle = sess.partial_run_setup([c, d], [a, b])
+        assert sess.partial_run(handle, c, {a: 3.0}) == pytest.approx(6.0)
+        assert sess.partial_run(handle, d, {b: 1.0}) == pytest.approx(7.0)
+
+
+def test_callable_from_options_maps_user_names():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [2], name="x")
+        tf.nn.relu(x * 3.0, name="y")
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        from tensorflow.core.protobuf import config_pb2
+
+        options = config_pb2.CallableOptions(feed=["x:0"], fetch=["y:0"])
+        call = sess._make_callable_from_options(options)
+        np.testing.assert_array_equal(call(np.array([1.0, -1.0], np.float32))[0], [3.0, 0.0])
