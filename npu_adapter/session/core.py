@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from npu_adapter.errors import RewriteError
+from npu_adapter.session.loop import install_loop, loop_target
 from npu_adapter.session.shadow import ShadowGraph
 
 __all__ = ["NpuSession", "NpuInteractiveSession", "PlainSession", "ORIGINAL_CLASSES"]
@@ -110,10 +111,10 @@ class _Signature:
         names: ``(tensors, ops, feeds)`` user names of the signature.
     """
 
-    __slots__ = ("ready", "error", "result", "base", "variants", "names", "lock",
-                 "graph_def_of_variant")
+    __slots__ = ("ready", "error", "result", "base", "variants", "names", "lock", "loop")
 
     def __init__(self, names):
+        self.loop = None  # the IterationOp of a loop-sunk signature
         self.ready = threading.Event()
         self.error = None
         self.result = None
@@ -346,11 +347,15 @@ class _NpuSessionMixin:
             error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
             raise error_cls(None, None, str(exc)) from exc
         signature.result = result
-        signature.base = shadow.install(
-            result.graph_def, user_nodes,
-            fetches={t: result.tensor_map.get(t, t) for t in tensors},
-            targets={o: result.op_map.get(o, o) for o in ops},
-            feeds={f: result.feed_map.get(f, f) for f in feeds})
+        maps = {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
+                "targets": {o: result.op_map.get(o, o) for o in ops},
+                "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
+        signature.loop = loop_target(ops, config)
+        if signature.loop is not None:
+            signature.base = install_loop(shadow, result.graph_def, user_nodes,
+                                          int(config.iterations_per_loop), **maps)
+        else:
+            signature.base = shadow.install(result.graph_def, user_nodes, **maps)
 
     def _npu_program(self, signature):
         program = self._npu_programs.get(id(signature))
@@ -412,7 +417,8 @@ class _NpuSessionMixin:
         mapper = _fetch_mapper(self._npu_user_graph, fetches)
         feed_keys = list(feed_dict or ())
         signature = self._npu_signature(mapper.unique_fetches(), feed_keys)
-        program = self._npu_program(signature) if signature.result is not None else None
+        program = self._npu_program(signature) \
+            if signature.result is not None and signature.loop is None else None
         simple = all(isinstance(k, (tf.Tensor, str)) for k in feed_keys)
         fed_names = None
         if simple:
