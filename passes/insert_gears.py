@@ -31,6 +31,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from npu_adapter.errors import RewriteError
+from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.functions import graph_to_function_def, pin_arg_shapes, rename_function
 from npu_adapter.graph.names import parse_input
 from npu_adapter.pipeline.base import PassBase, PassResult
@@ -69,15 +70,27 @@ class _Plan:
         self.arg_indexes = arg_indexes  # function arg index per table input
 
 
+# Graph inputs a dynamic_node_type=1 gear may name (a fed placeholder_with_default is one too).
+_GRAPH_INPUT_OPS = ("Placeholder", "PlaceholderWithDefault")
+
+
 def _whole_graph_plans(view, config, geops):
     trio = config.dims_trio()
     if trio.node_type == 1:
         tensors = []
+        # A fed tensor that is not a Placeholder's output stands as a new placeholder in the
+        # client graph (see npu_adapter.graph.extract): find it by the tensor it stands for.
+        stand_ins = {}
+        for node in view.nodes:
+            fed = node.attr.get(FED_TENSOR_ATTR)
+            if fed is not None:
+                stand_ins[fed.s.decode()] = node.name
         for name, _ in trio.inputs:
+            name = stand_ins.get(f"{name}:0", name)
             i = view.index.get(name)
-            if i is None or view.ops[i] != "Placeholder":
+            if i is None or view.ops[i] not in _GRAPH_INPUT_OPS:
                 placeholders = sorted(view.nodes[j].name for j, op in enumerate(view.ops)
-                                      if op == "Placeholder")
+                                      if op in _GRAPH_INPUT_OPS)
                 raise RewriteError(
                     f"input_shape names {name!r}, which is not a Placeholder of the graph "
                     f"(dynamic_node_type=1); placeholders: {placeholders}",

@@ -389,3 +389,37 @@ def test_large_constants_stay_outside_cluster_functions():
     assert hoisted, "the conv and dense weights are passed in as arguments"
     node = next(n for n in res.graph_def.node if n.name == cluster.name)
     assert {s.decode() for s in node.attr["_npu_adapter_hoisted"].list.s} == hoisted
+
+
+def test_gears_on_a_placeholder_with_default_and_without_feed_dict():
+    """dynamic_node_type=1 may name a placeholder_with_default; a run without feed_dict (the
+    input from the default, or from tf.data) goes through the in-graph dispatcher."""
+    g = tf.Graph()
+    with g.as_default():
+        default = tf.constant(np.ones((2, 3), np.float32))
+        x = tf1.placeholder_with_default(default, [None, 3], name="x")
+        tf.nn.relu(tf.matmul(x, tf.ones([3, 4])) - 1.0, name="out")
+    config = NpuConfig.from_dict({"input_shape": "x:-1,3", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 1}).to_config_proto()
+    plain = plain_session_class()(graph=g)
+    with NpuSession(graph=g, config=config) as sess:
+        got = sess.run("out:0")
+        assert got.tobytes() == plain.run("out:0").tobytes()
+        four = {"x:0": np.full((4, 3), 0.5, np.float32)}
+        assert sess.run("out:0", four).tobytes() == plain.run("out:0", four).tobytes()
+        assert sess.npu_rewrite_result("out:0").clusters[0].gears
+    plain.close()
+
+
+def test_gears_fed_by_a_dataset_without_feed_dict():
+    g = tf.Graph()
+    with g.as_default():
+        data = tf.data.Dataset.from_tensor_slices(np.arange(24, dtype=np.float32).reshape(12, 2))
+        batch = tf1.data.make_one_shot_iterator(data.batch(4)).get_next()
+        tf.reduce_sum(tf.square(batch), axis=1, name="out")
+    config = NpuConfig.from_dict({"input_shape": "IteratorGetNext:-1,2", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 0}).to_config_proto()
+    with NpuSession(graph=g, config=config) as sess:
+        values = [sess.run("out:0") for _ in range(3)]
+    want = np.square(np.arange(24, dtype=np.float32).reshape(12, 2)).sum(axis=1)
+    np.testing.assert_array_equal(np.concatenate(values), want)

@@ -179,6 +179,9 @@ class Program:
         self.result = result
         self.feeds = tuple(feeds)
         self.gear_clusters, self.lazy = self._scan(result)
+        # Gear tables name the tensors of the rewritten graph; a fed tensor may stand there as
+        # a placeholder made for it (RewriteResult.feed_map): look shapes up by the user's name.
+        self._user_name = {v: k for k, v in result.feed_map.items()}
         self._lock = threading.Lock()
         self._lazy_uses = {}     # shape key -> [use count, age]
         self._seen_shapes = set()
@@ -221,7 +224,8 @@ class Program:
         stats = self.runtime.stats_record
         for cluster in self.gear_clusters:
             try:
-                shapes = [tuple(fed_shapes[name]) for name in cluster.table.names]
+                shapes = [tuple(fed_shapes[self._user_name.get(name, name)])
+                          for name in cluster.table.names]
             except KeyError:
                 chosen.append(None)  # an input is not fed (a dataset): not visible here
                 continue

@@ -434,6 +434,8 @@ class _NpuSessionMixin:
 
     def _npu_fed_values(self, plan, feed_dict):
         """User tensor name → fed value (composite keys expanded)."""
+        if not feed_dict:
+            return {}
         if plan.feed_keys is not None:
             return {name: value for name, value in zip(plan.fed_names, feed_dict.values())
                     if name is not None}

@@ -89,8 +89,8 @@ class CpuReferenceBackend(Backend):
     hoist_constants_bytes = 1024
 
     def supports_node(self, node_def, op_def):
-        if node_def.op == "Placeholder":
-            return False, "graph_input"
+        if node_def.op in ("Placeholder", "PlaceholderWithDefault"):
+            return False, "graph_input"  # fed by the session (a default is used unfed)
         if is_state_owner(op_def if op_def is not None else op_def_for(node_def.op)):
             return False, "state_owner"
         return True, "supported"
