@@ -125,7 +125,8 @@ def _collector_paused():
 
 
 def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, backend="cpu",
-            dump_dir=None, graph_num=1, pipeline=None, op_support=None, instruments=()):
+            dump_dir=None, graph_num=1, pipeline=None, op_support=None, instruments=(),
+            use_cache=False):
     """Partition ``graph_def`` for ``backend`` under ``config``.
 
     Args:
@@ -145,6 +146,9 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         pipeline: pass pipeline text (default: ``npu_adapter.passes.DEFAULT_PIPELINE``).
         op_support: an ``OpSupportList`` to use instead of the backend's.
         instruments: extra pass instruments.
+        use_cache: reuse an earlier identical rewrite of this process and remember this one
+            (see :mod:`npu_adapter.pipeline.rewrite_cache`; sessions do); never with dumps or
+            instruments, which must watch the passes run.
 
     Returns:
         A :class:`~npu_adapter.pipeline.result.RewriteResult`.
@@ -157,11 +161,11 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
     """
     with _collector_paused():
         return _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num,
-                        pipeline, op_support, instruments)
+                        pipeline, op_support, instruments, use_cache)
 
 
 def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num, pipeline,
-             op_support, instruments):
+             op_support, instruments, use_cache):
     import npu_adapter.passes as passes_pkg
     from npu_adapter.backends import get_backend
 
@@ -194,6 +198,20 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         if feeds:
             raise GraphError("feeds need fetches or targets (the run signature)")
         work = graph_def
+    cache_key = None
+    if use_cache and not dump_instruments and not instruments:
+        from npu_adapter.pipeline import rewrite_cache
+
+        cache_key = rewrite_cache.rewrite_key(
+            work, fetches=fetches, targets=targets, feeds=sorted(feed_map), config=npu_config,
+            backend=backend_obj, graph_num=graph_num, pipeline=pipeline,
+            op_support=op_support if op_support is not None
+            else backend_obj.op_support(npu_config))
+        hit = rewrite_cache.MEMORY.get(cache_key)
+        if hit is not None:
+            light, result = hit
+            result.graph_def = payloads.restore(light) if payloads is not None else light
+            return result
     ctx = PassContext(config=npu_config, backend=backend_obj, fetches=tuple(fetches),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),
                       op_support=op_support)
@@ -213,6 +231,10 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
                                                    all_instruments)
     outcome = manager.run(work, ctx)
     final = outcome.graph_def
+    light = None
+    if cache_key is not None:
+        light = type(final)()
+        light.CopyFrom(final)  # the restore below fills the weights in place
     if payloads is not None:
         payloads.restore(final)
     annotated = capture.graphs.get("encapsulate", final)
@@ -231,7 +253,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         placement = placement_from_graph(annotated, client_names)
     clusters = clusters_from_graph(final)
     tensor_map, op_map = _maps(final, clusters, client_names, report_fetches, targets, feed_map)
-    return RewriteResult(
+    result = RewriteResult(
         graph_def=final,
         clusters=clusters,
         placement=placement,
@@ -244,3 +266,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         timings=list(timing.timings),
         pass_info={name: result.info for name, result in outcome.results},
     )
+    if cache_key is not None:
+        from npu_adapter.pipeline import rewrite_cache
+
+        rewrite_cache.MEMORY.put(cache_key, light, result)
+    return result

@@ -172,7 +172,7 @@ class OpSupportList(Mapping):
             package) or ``"user"`` (built in code, e.g. :meth:`from_names`).
     """
 
-    __slots__ = ("_ops", "_names", "_sources", "_origin", "_hash")
+    __slots__ = ("_ops", "_names", "_sources", "_origin", "_hash", "_fingerprint")
 
     def __init__(self, ops=None, *, sources=(), origin=ORIGIN_USER):
         """Build a list from a mapping op type → OpInfo (copied)."""
@@ -191,6 +191,7 @@ class OpSupportList(Mapping):
         object.__setattr__(self, "_sources", tuple(str(s) for s in sources))
         object.__setattr__(self, "_origin", origin)
         object.__setattr__(self, "_hash", None)
+        object.__setattr__(self, "_fingerprint", None)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"OpSupportList is immutable (cannot set {name!r})")
@@ -288,6 +289,16 @@ class OpSupportList(Mapping):
             items = tuple((op, self._ops[op]) for op in self._names)
             object.__setattr__(self, "_hash", hash(items))
         return self._hash
+
+    def fingerprint(self):
+        """A stable hex digest of the entries (not of the sources): equal lists, equal digest
+        in every process (used to key cached rewrites)."""
+        if self._fingerprint is None:
+            import hashlib
+
+            text = json.dumps(self.to_json_dict(), sort_keys=True).encode()
+            object.__setattr__(self, "_fingerprint", hashlib.sha256(text).hexdigest())
+        return self._fingerprint
 
     def __repr__(self):
         gray = sum(1 for info in self._ops.values() if info.is_gray)

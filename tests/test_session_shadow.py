@@ -181,3 +181,36 @@ def test_callable_from_options_maps_user_names():
         options = config_pb2.CallableOptions(feed=["x:0"], fetch=["y:0"])
         call = sess._make_callable_from_options(options)
         np.testing.assert_array_equal(call(np.array([1.0, -1.0], np.float32))[0], [3.0, 0.0])
+
+
+def test_a_fresh_graph_with_the_same_content_reuses_the_rewrite(monkeypatch):
+    from npu_adapter.pipeline import rewrite_cache
+    from npu_adapter.pipeline.manager import PassManager
+
+    runs = []
+    real_run = PassManager.run
+
+    def counting_run(self, graph_def, ctx=None):
+        runs.append(1)
+        return real_run(self, graph_def, ctx)
+
+    monkeypatch.setattr(PassManager, "run", counting_run)
+    rewrite_cache.MEMORY.clear()
+    rs = np.random.RandomState(0)
+    feed = rs.randn(2, 1024).astype(np.float32)
+    outputs = []
+    # 4 MB of weights: the rewrite runs without them (graph/payload.py), so graphs that differ
+    # in their weight values only share one rewrite.
+    for weights in (rs.randn(1024, 1024), rs.randn(1024, 1024)):
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf1.placeholder(tf.float32, [None, 1024], name="x")
+            w = tf.constant(weights.astype(np.float32), name="w")
+            probs = tf.nn.softmax(tf.matmul(x, w), name="probs")
+        with NpuSession(graph=graph, config=npu_config()) as sess:
+            outputs.append(sess.run(probs, {x: feed}))
+        with PlainSession(graph=graph) as sess:
+            assert outputs[-1].tobytes() == sess.run(probs, {x: feed}).tobytes()
+    assert len(runs) == 1  # the second graph differs in its weights only: no pass runs
+    assert rewrite_cache.MEMORY.hits == 1
+    assert not np.array_equal(outputs[0], outputs[1])

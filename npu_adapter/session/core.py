@@ -342,7 +342,7 @@ class _NpuSessionMixin:
             result = rewrite(graph_def, config, fetches=list(tensors), targets=list(ops),
                              feeds=list(feeds), backend=self._npu_backend,
                              dump_dir=config.npu_adapter_dump_dir or None,
-                             graph_num=shadow.graph_num(graph_def))
+                             graph_num=shadow.graph_num(graph_def), use_cache=True)
         except RewriteError as exc:
             error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
             raise error_cls(None, None, str(exc)) from exc
