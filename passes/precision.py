@@ -64,13 +64,16 @@ class PrecisionPass(PassBase):
 
             base_policy = dataclasses.replace(policy, lists=policy.base_lists)
         changed = {}
+        modified = False
         for k, fdef in enumerate(out.library.function):
             name = fdef.signature.name
             if name not in wanted:
                 continue
             original = functions[name]
             rewritten, result = emulate_function(original, policy, functions)
-            out.library.function[k].CopyFrom(rewritten)
+            if rewritten != original:
+                out.library.function[k].CopyFrom(rewritten)
+                modified = True
             casts[name] = result.casts
             cluster = name.rpartition("_gear_")[0] or name
             for node_name, decision in result.decisions.items():
@@ -91,7 +94,7 @@ class PrecisionPass(PassBase):
         info = {"emulation": "on", "mode": policy.mode, "setting": policy.setting,
                 "low": policy.low_name, "decisions": decisions, "casts": casts,
                 "mixlist_changes": changed, "customize_ignored": policy.customize_ignored}
-        return PassResult(out, True, info)
+        return PassResult(out if modified else graph_def, modified, info)
 
 
 def _name(dtype):

@@ -189,10 +189,14 @@ def _fix(policy, decision, node_name, op_type, port_count):
 def _run(graph_def, fetches, feeds):
     import tensorflow as tf
 
+    from npu_adapter.session import plain_session_class
+
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.import_graph_def(graph_def, name="")
-    with tf.compat.v1.Session(graph=graph) as sess:
+    # TensorFlow's own session, even while npu_adapter.install() is in effect: these graphs
+    # are already rewritten.
+    with plain_session_class()(graph=graph) as sess:
         values = sess.run(list(fetches), feeds)
     return dict(zip(fetches, values))
 
