@@ -40,6 +40,15 @@ _CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "Merge", "Ref
                            "ControlTrigger"})
 _BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 _CONSTANT_OPS = frozenset({"Const", "HostConst", "Placeholder", "PlaceholderWithDefault"})
+# Ops that only move or select values: they compute in whatever dtype their input arrives in
+# (GE inserts no cast for them), in every mode.
+FOLLOW_OPS = frozenset({
+    "Identity", "Snapshot", "StopGradient", "PreventGradient", "EnsureShape", "Reshape",
+    "Squeeze", "ExpandDims", "Transpose", "ConjugateTranspose", "Concat", "ConcatV2", "Pack",
+    "Unpack", "Split", "SplitV", "Slice", "StridedSlice", "Gather", "GatherV2", "GatherNd",
+    "Tile", "Pad", "PadV2", "MirrorPad", "Reverse", "ReverseV2", "BroadcastTo",
+    "SpaceToBatchND", "BatchToSpaceND", "SpaceToDepth", "DepthToSpace", "ZerosLike",
+    "OnesLike", "Fill", "Select", "SelectV2"})
 CAST_NAME_MARK = "/npu_adapter_cast_"
 _SHORT = {types_pb2.DT_FLOAT: "float32", types_pb2.DT_HALF: "float16",
           types_pb2.DT_BFLOAT16: "bfloat16"}
@@ -206,9 +215,10 @@ def _mixed(policy, node, info, entry, arrivals_low):
     return P.DT_FLOAT, "gray_keeps", f"{src}; no input arrives in {policy.low_name}"
 
 
-def decide(policy, node, info, arrivals_low):
+def decide(policy, node, info, arrivals_low, arrived=frozenset()):
     """``(plan or None, Decision)`` for ``node``; ``arrivals_low`` names a bound float input
-    that arrives in the low dtype ("" when none)."""
+    that arrives in the low dtype ("" when none); ``arrived``: the dtypes its bound float
+    inputs arrive in."""
     lists = policy.lists
     entry = lists.entry(node.op) if lists is not None else None
     original = info.original
@@ -232,6 +242,12 @@ def decide(policy, node, info, arrivals_low):
         return _customized(policy, node, info, rule, made)
     if KEEP_DTYPE_ATTR in node.attr:
         return made(original, "keep_dtype", "_keep_dtype (keep_dtype_scope / keep_tensors_dtypes)")
+    if node.op in FOLLOW_OPS:
+        if arrivals_low:
+            return made(policy.low, "follows_input", f"input {arrivals_low} arrives in "
+                                                     f"{policy.low_name}")
+        dtype = next(iter(arrived)) if len(arrived) == 1 else original
+        return made(dtype, "follows_input", f"its input arrives in {dtype_name(dtype)}")
     cube = bool(entry and entry.cube)
     if policy.mode == P.FORCE_LOW:
         if original == P.DT_FLOAT:
@@ -411,13 +427,15 @@ def _emulate(body, policy, candidates, outputs):
             info = _op_info(node, in_types, out_types)
         if info is not None:
             low_input = ""
+            arrived = set()
             for j, (_, src, port) in enumerate(data):
                 if j < len(info.in_attrs) and info.in_attrs[j] in info.float_attrs:
                     have = arrival.get((src, port), (None, None, None))[2]
-                    if have in _LOW_TYPES and have == policy.low:
+                    if have in FLOAT_TYPES:
+                        arrived.add(have)
+                    if have in _LOW_TYPES and have == policy.low and not low_input:
                         low_input = src
-                        break
-            plan, decision = decide(policy, node, info, low_input)
+            plan, decision = decide(policy, node, info, low_input, frozenset(arrived))
             decisions[node.name] = decision
         if plan is not None:
             plan = _fit_plan(node, info, plan, decision)
