@@ -127,6 +127,7 @@ PRECISION_REASON_DESCRIPTIONS = {
     "gray_keeps": "gray list: no input arrives in low precision, so the op keeps float32",
     "customize_dtypes": "a customize_dtypes line sets its dtypes",
     "keep_dtype": "_keep_dtype (keep_dtype_scope / keep_tensors_dtypes): original dtype",
+    "scalar_kept": "scalar arithmetic (loss scale, learning rate, counters) keeps float32",
     "follows_input": "moves or selects values only: computes in the dtype its input arrives in",
     "not_reducible": "never retyped (Cast, constant, control flow, stateful or resource op, "
                      "function call)",

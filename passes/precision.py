@@ -28,6 +28,32 @@ from ._common import copy_graph
 __all__ = ["PrecisionPass", "emulated_functions"]
 
 
+def scalar_arguments(graph_def):
+    """Function name → names of its arguments fed by a statically scalar tensor."""
+    from npu_adapter.graph.names import parse_input
+    from npu_adapter.precision.engine import is_scalar_source
+
+    producers = {n.name: n for n in graph_def.node}
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    found = {}
+    for node in graph_def.node:
+        if node.op != GEOP_OP:
+            continue
+        fname = node.attr["function"].func.name
+        fdef = functions.get(fname)
+        if fdef is None:
+            continue
+        data = [t for t in node.input if not t.startswith("^")]
+        names = set()
+        for arg, text in zip(fdef.signature.input_arg, data):
+            source, port, _ = parse_input(text)
+            producer = producers.get(source)
+            if producer is not None and port == 0 and is_scalar_source(producer, producers):
+                names.add(arg.name)
+        found[fname] = names
+    return found
+
+
 def emulated_functions(graph_def):
     """Names of the functions the pass rewrites: cluster functions and their gear copies."""
     clusters = {n.attr["function"].func.name for n in graph_def.node if n.op == GEOP_OP}
@@ -65,12 +91,14 @@ class PrecisionPass(PassBase):
             base_policy = dataclasses.replace(policy, lists=policy.base_lists)
         changed = {}
         modified = False
+        scalar_args = scalar_arguments(graph_def)
         for k, fdef in enumerate(out.library.function):
             name = fdef.signature.name
             if name not in wanted:
                 continue
             original = functions[name]
-            rewritten, result = emulate_function(original, policy, functions)
+            args = scalar_args.get(name.rpartition(GEAR_FUNCTION_SUFFIX)[0] or name, ())
+            rewritten, result = emulate_function(original, policy, functions, args)
             if rewritten != original:
                 out.library.function[k].CopyFrom(rewritten)
                 modified = True
@@ -82,7 +110,7 @@ class PrecisionPass(PassBase):
                     record["cluster"] = cluster
                     decisions[node_name] = record
             if base_policy is not None:
-                _, before = emulate_function(original, base_policy, functions)
+                _, before = emulate_function(original, base_policy, functions, args)
                 for node_name, decision in before.decisions.items():
                     now = result.decisions.get(node_name)
                     if now is not None and now.dtype != decision.dtype \

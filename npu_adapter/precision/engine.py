@@ -50,6 +50,13 @@ FOLLOW_OPS = frozenset({
     "SpaceToBatchND", "BatchToSpaceND", "SpaceToDepth", "DepthToSpace", "ZerosLike",
     "OnesLike", "Fill", "Select", "SelectV2"})
 CAST_NAME_MARK = "/npu_adapter_cast_"
+# Element-wise ops: their output is a scalar when every data input is one.
+_ELEMENTWISE = frozenset({
+    "Mul", "Add", "AddV2", "Sub", "RealDiv", "Div", "DivNoNan", "Maximum", "Minimum", "Select",
+    "SelectV2", "Identity", "Snapshot", "Cast", "Neg", "Reciprocal", "Inv", "Less", "Greater",
+    "LessEqual", "GreaterEqual", "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot",
+    "IsFinite", "IsInf", "IsNan", "Sqrt", "Rsqrt", "Square", "Pow", "Exp", "Log", "Abs",
+    "Floor", "Ceil", "Round", "Sign", "StopGradient", "FloorDiv", "FloorMod"})
 _SHORT = {types_pb2.DT_FLOAT: "float32", types_pb2.DT_HALF: "float16",
           types_pb2.DT_BFLOAT16: "bfloat16"}
 
@@ -215,7 +222,7 @@ def _mixed(policy, node, info, entry, arrivals_low):
     return P.DT_FLOAT, "gray_keeps", f"{src}; no input arrives in {policy.low_name}"
 
 
-def decide(policy, node, info, arrivals_low, arrived=frozenset()):
+def decide(policy, node, info, arrivals_low, arrived=frozenset(), scalar=False):
     """``(plan or None, Decision)`` for ``node``; ``arrivals_low`` names a bound float input
     that arrives in the low dtype ("" when none); ``arrived``: the dtypes its bound float
     inputs arrive in."""
@@ -242,6 +249,8 @@ def decide(policy, node, info, arrivals_low, arrived=frozenset()):
         return _customized(policy, node, info, rule, made)
     if KEEP_DTYPE_ATTR in node.attr:
         return made(original, "keep_dtype", "_keep_dtype (keep_dtype_scope / keep_tensors_dtypes)")
+    if scalar and original == P.DT_FLOAT:
+        return made(original, "scalar_kept", "every float input is a scalar")
     if node.op in FOLLOW_OPS:
         if arrivals_low:
             return made(policy.low, "follows_input", f"input {arrivals_low} arrives in "
@@ -295,6 +304,28 @@ def _customized(policy, node, info, rule, made):
         detail += f" (not emulated: {', '.join(ignored)})"
     plan = _Plan(compute, in_round=rounding) if (compute != info.original or rounding) else None
     return made(compute, "customize_dtypes", detail, plan)
+
+
+def is_scalar_source(node, producers=None):
+    """Whether ``node``'s first output is statically a scalar: a rank-0 Const or Placeholder, a
+    variable read of a rank-0 variable, or a node whose ``_output_shapes`` says so."""
+    if "_output_shapes" in node.attr:
+        shapes = node.attr["_output_shapes"].list.shape
+        return bool(shapes) and not shapes[0].unknown_rank and len(shapes[0].dim) == 0
+    if node.op in ("Const", "HostConst"):
+        shape = node.attr["value"].tensor.tensor_shape
+        return not shape.unknown_rank and len(shape.dim) == 0
+    if node.op in ("Placeholder", "PlaceholderWithDefault", "VarHandleOp", "VariableV2"):
+        shape = node.attr["shape"].shape if "shape" in node.attr else None
+        return shape is not None and not shape.unknown_rank and len(shape.dim) == 0
+    if node.op == "ReadVariableOp" and producers is not None and node.input:
+        handle = producers.get(parse_input(node.input[0])[0])
+        return handle is not None and is_scalar_source(handle)
+    if node.op == "Identity" and producers is not None and node.input:
+        source = producers.get(parse_input(node.input[0])[0])
+        return source is not None and source is not node and source.op in (
+            "VariableV2", "Const") and is_scalar_source(source)
+    return False
 
 
 # --------------------------------------------------------------------------- the body
@@ -388,10 +419,12 @@ def _topological(body, count):
     return order
 
 
-def _emulate(body, policy, candidates, outputs):
+def _emulate(body, policy, candidates, outputs, scalar_args=()):
     """Rewrite ``body`` in place. ``candidates``: names that may be retyped (None: all).
-    ``outputs``: list of ``(text, dtype)`` the body returns; returns the new texts."""
+    ``outputs``: list of ``(text, dtype)`` the body returns; returns the new texts.
+    ``scalar_args``: arguments known to be scalars."""
     count = len(body.nodes)
+    scalars = set(scalar_args)   # names of nodes / args whose (first) output is a scalar
     arrival = {(name, 0): (name, 0, dtype) for name, dtype in body.args.items()}
     casts = {}
     decisions = {}
@@ -435,10 +468,16 @@ def _emulate(body, policy, candidates, outputs):
                         arrived.add(have)
                     if have in _LOW_TYPES and have == policy.low and not low_input:
                         low_input = src
-            plan, decision = decide(policy, node, info, low_input, frozenset(arrived))
+            floats = [src for j, (_, src, _) in enumerate(data)
+                      if j < len(info.in_attrs) and info.in_attrs[j] in info.float_attrs]
+            scalar = bool(floats) and all(src in scalars for src in floats)
+            plan, decision = decide(policy, node, info, low_input, frozenset(arrived), scalar)
             decisions[node.name] = decision
         if plan is not None:
             plan = _fit_plan(node, info, plan, decision)
+        if is_scalar_source(node, body.by_name) or (
+                node.op in _ELEMENTWISE and data and all(src in scalars for _, src, _ in data)):
+            scalars.add(node.name)
         required = list(in_types or [])
         rounding = {}
         out_round = 0
@@ -512,14 +551,17 @@ def _copies(nodes):
     return result
 
 
-def emulate_function(fdef, policy, functions=None):
-    """A copy of FunctionDef ``fdef`` rewritten under ``policy``, and its :class:`BodyResult`."""
+def emulate_function(fdef, policy, functions=None, scalar_args=()):
+    """A copy of FunctionDef ``fdef`` rewritten under ``policy``, and its :class:`BodyResult`.
+
+    ``scalar_args``: names of the arguments that are scalars (the caller knows the tensors
+    that feed them)."""
     out = type(fdef)()
     out.CopyFrom(fdef)
     args = {a.name: a.type for a in out.signature.input_arg}
     body = _Body(_copies(out.node_def), args, True, functions)
     outputs = [(out.ret[a.name], a.type) for a in out.signature.output_arg]
-    result, texts = _emulate(body, policy, None, outputs)
+    result, texts = _emulate(body, policy, None, outputs, scalar_args)
     del out.node_def[:]
     out.node_def.extend(body.nodes)
     for arg, text in zip(out.signature.output_arg, texts):
