@@ -54,6 +54,9 @@ CLUSTER_FUNCTION_ATTRS = ("function", "f")
 CLUSTER_NODE_OPS = frozenset({GEOP_OP, "StatefulPartitionedCall", "PartitionedCall"})
 # Suffix of a cluster function's per-gear copy: ``<cluster>_gear_<k>``.
 GEAR_FUNCTION_SUFFIX = "_gear_"
+# Marks the Cast nodes the precision emulation inserts
+# (``<tensor node>/npu_adapter_cast_<port>_<dtype>``); they are not members of the user's graph.
+PRECISION_CAST_MARK = "/npu_adapter_cast_"
 # Suffix of a Const copied into a second cluster in mix mode (the original's name).
 COPIED_CONST_SUFFIX = "_copied"
 

@@ -58,40 +58,40 @@ def _reasons(decisions, names=OPS):
 
 @pytest.mark.parametrize("options, dtypes, reasons", [
     ({"precision_mode": "force_fp16"},
-     dict(mm=F16, add=F16, ex=F16, sm=F16, l2=F16, mean=F16),
+     {"mm": F16, "add": F16, "ex": F16, "sm": F16, "l2": F16, "mean": F16},
      dict.fromkeys(OPS, "mode_force_low")),
     ({"precision_mode_v2": "fp16"},
-     dict(mm=F16, add=F16, ex=F16, sm=F16, l2=F16, mean=F16),
+     {"mm": F16, "add": F16, "ex": F16, "sm": F16, "l2": F16, "mean": F16},
      dict.fromkeys(OPS, "mode_force_low")),
     ({"precision_mode": "allow_fp32_to_fp16"},
-     dict(mm=F16, add=F32, ex=F32, sm=F32, l2=F32, mean=F32),
-     dict(mm="cube_low", add="vector_keeps_fp32", ex="vector_keeps_fp32",
-          sm="vector_keeps_fp32", l2="vector_keeps_fp32", mean="vector_keeps_fp32")),
+     {"mm": F16, "add": F32, "ex": F32, "sm": F32, "l2": F32, "mean": F32},
+     {"mm": "cube_low", "add": "vector_keeps_fp32", "ex": "vector_keeps_fp32",
+          "sm": "vector_keeps_fp32", "l2": "vector_keeps_fp32", "mean": "vector_keeps_fp32"}),
     ({"precision_mode": "allow_fp32_to_bf16"},
-     dict(mm=BF16, add=F32, ex=F32, sm=F32, l2=F32, mean=F32), None),
+     {"mm": BF16, "add": F32, "ex": F32, "sm": F32, "l2": F32, "mean": F32}, None),
     ({"precision_mode": "must_keep_origin_dtype"},
      dict.fromkeys(OPS, F32), dict.fromkeys(OPS, "mode_origin")),
     ({"precision_mode_v2": "origin"}, dict.fromkeys(OPS, F32), dict.fromkeys(OPS, "mode_origin")),
     ({"precision_mode": "force_fp32"}, dict.fromkeys(OPS, F32),
-     dict(mm="cube_fp16in_fp32out", add="force_fp32", ex="force_fp32", sm="force_fp32",
-          l2="force_fp32", mean="force_fp32")),
+     {"mm": "cube_fp16in_fp32out", "add": "force_fp32", "ex": "force_fp32", "sm": "force_fp32",
+          "l2": "force_fp32", "mean": "force_fp32"}),
     ({"precision_mode_v2": "cube_fp16in_fp32out"}, dict.fromkeys(OPS, F32), None),
     # Mixed: MatMul white (TF allow list), AddV2/Exp white (CANN flag true), Sum gray following
     # Exp, L2Loss black (CANN flag false), Mean gray after a float32 op.
     ({"precision_mode": "allow_mix_precision"},
-     dict(mm=F16, add=F16, ex=F16, sm=F16, l2=F32, mean=F32),
-     dict(mm="white_list", add="white_list", ex="white_list", sm="gray_follows_low",
-          l2="black_list", mean="gray_keeps")),
+     {"mm": F16, "add": F16, "ex": F16, "sm": F16, "l2": F32, "mean": F32},
+     {"mm": "white_list", "add": "white_list", "ex": "white_list", "sm": "gray_follows_low",
+          "l2": "black_list", "mean": "gray_keeps"}),
     ({"precision_mode": "allow_mix_precision_fp16"},
-     dict(mm=F16, add=F16, ex=F16, sm=F16, l2=F32, mean=F32), None),
+     {"mm": F16, "add": F16, "ex": F16, "sm": F16, "l2": F32, "mean": F32}, None),
     ({"precision_mode_v2": "mixed_float16"},
-     dict(mm=F16, add=F16, ex=F16, sm=F16, l2=F32, mean=F32), None),
+     {"mm": F16, "add": F16, "ex": F16, "sm": F16, "l2": F32, "mean": F32}, None),
     ({"precision_mode": "allow_mix_precision_bf16"},
-     dict(mm=BF16, add=BF16, ex=BF16, sm=BF16, l2=F32, mean=F32), None),
+     {"mm": BF16, "add": BF16, "ex": BF16, "sm": BF16, "l2": F32, "mean": F32}, None),
     ({"precision_mode_v2": "mixed_bfloat16"},
-     dict(mm=BF16, add=BF16, ex=BF16, sm=BF16, l2=F32, mean=F32), None),
+     {"mm": BF16, "add": BF16, "ex": BF16, "sm": BF16, "l2": F32, "mean": F32}, None),
     # Defaults: training → allow_fp32_to_fp16; online inference → force_fp16; 910B → origin.
-    ({}, dict(mm=F16, add=F32, ex=F32, sm=F32, l2=F32, mean=F32), None),
+    ({}, {"mm": F16, "add": F32, "ex": F32, "sm": F32, "l2": F32, "mean": F32}, None),
     ({"graph_run_mode": 0}, dict.fromkeys(OPS, F16), None),
     ({"soc_config": "Ascend910B1"}, dict.fromkeys(OPS, F32), dict.fromkeys(OPS, "mode_origin")),
 ])
@@ -237,7 +237,7 @@ def test_customize_dtypes_by_name_and_by_type(tmp_path):
         tmp_path, "# keep these in float32\nmm::InputDtype:float32,float32,OutputDtype:float32\n"
                   "OpType::Exp:InputDtype:float32,OutputDtype:float32\n"
                   "OpType::ReduceSum:InputDtype:float32,int32,OutputDtype:float32\n")
-    assert _dtypes(decisions) == dict(mm=F32, add=F16, ex=F32, sm=F32, l2=F16, mean=F16)
+    assert _dtypes(decisions) == {"mm": F32, "add": F16, "ex": F32, "sm": F32, "l2": F16, "mean": F16}
     assert decisions["mm"]["reason"] == "customize_dtypes"
     assert "customize_dtypes.cfg:2" in decisions["mm"]["detail"]
     assert "customize_dtypes.cfg:4" in decisions["sm"]["detail"]
@@ -286,8 +286,8 @@ def test_resource_integer_and_string_tensors_are_never_cast():
         x = tf1.placeholder(tf.float32, [4, 4], name="x")
         mm = tf.matmul(x, v.read_value(), name="mm")
         idx = tf.argmax(mm, axis=1, name="idx")
-        text = tf.strings.as_string(idx, name="text")
-        assign = v.assign(mm * 0.5, name="assign")
+        tf.strings.as_string(idx, name="text")
+        v.assign(mm * 0.5, name="assign")
     gd = g.as_graph_def()
     policy = policy_from_config(NpuConfig.from_dict({"precision_mode": "force_fp16"}))
     names = {n.name for n in gd.node}

@@ -2,7 +2,6 @@
 skips the steps whose float16 gradients overflow, as on the device; accelerate_train_mode
 switches from the low precision to the original one once, at the documented point."""
 
-import os
 
 import numpy as np
 import pytest
@@ -49,7 +48,7 @@ def _mlp(init_scale):
         init = tf1.global_variables_initializer()
         kernel = graph.get_tensor_by_name("h/kernel/Read/ReadVariableOp:0")
         scale = manager.get_loss_scale()
-    return graph, dict(loss=loss, train=train, init=init, scale=scale, kernel=kernel)
+    return graph, {"loss": loss, "train": train, "init": init, "scale": scale, "kernel": kernel}
 
 
 def _train(cls, config, init_scale, steps=200):

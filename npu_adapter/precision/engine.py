@@ -27,7 +27,7 @@ from tensorflow.core.framework import node_def_pb2, types_pb2
 from npu_adapter.graph.names import parse_input, unique_name
 from npu_adapter.graph.types import dtype_name, node_input_types, node_output_types, op_def_for
 from npu_adapter.precision import policy as P
-from npu_adapter.vocabulary import KEEP_DTYPE_ATTR
+from npu_adapter.vocabulary import KEEP_DTYPE_ATTR, PRECISION_CAST_MARK
 
 __all__ = ["Decision", "BodyResult", "emulate_function", "emulate_graph", "FLOAT_TYPES",
            "CAST_NAME_MARK"]
@@ -49,7 +49,7 @@ FOLLOW_OPS = frozenset({
     "Tile", "Pad", "PadV2", "MirrorPad", "Reverse", "ReverseV2", "BroadcastTo",
     "SpaceToBatchND", "BatchToSpaceND", "SpaceToDepth", "DepthToSpace", "ZerosLike",
     "OnesLike", "Fill", "Select", "SelectV2"})
-CAST_NAME_MARK = "/npu_adapter_cast_"
+CAST_NAME_MARK = PRECISION_CAST_MARK
 # Element-wise ops: their output is a scalar when every data input is one.
 _ELEMENTWISE = frozenset({
     "Mul", "Add", "AddV2", "Sub", "RealDiv", "Div", "DivNoNan", "Maximum", "Minimum", "Select",
@@ -142,7 +142,7 @@ def _cpu_kernel_allows(op_type, assignments):
 
     try:
         kernel_list = kernels.get_registered_kernels_for_op(op_type)
-    except Exception:  # noqa: BLE001 - registry errors: assume no kernel
+    except Exception:
         return False
     for kernel in kernel_list.kernel:
         if kernel.device_type != "CPU":
@@ -172,7 +172,7 @@ def _op_info(node, in_types, out_types):
     out_attrs = _arg_attr_positions(op_def, node, op_def.output_arg)
     if in_attrs is None or out_attrs is None:
         return None
-    bound = set(a for a in in_attrs + out_attrs if a)
+    bound = {a for a in in_attrs + out_attrs if a}
     float_attrs = []
     for name in _type_attrs(op_def):
         if name in bound and _attr_type(node, op_def, name) in FLOAT_TYPES:
