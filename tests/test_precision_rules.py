@@ -237,7 +237,8 @@ def test_customize_dtypes_by_name_and_by_type(tmp_path):
         tmp_path, "# keep these in float32\nmm::InputDtype:float32,float32,OutputDtype:float32\n"
                   "OpType::Exp:InputDtype:float32,OutputDtype:float32\n"
                   "OpType::ReduceSum:InputDtype:float32,int32,OutputDtype:float32\n")
-    assert _dtypes(decisions) == {"mm": F32, "add": F16, "ex": F32, "sm": F32, "l2": F16, "mean": F16}
+    assert _dtypes(decisions) == {"mm": F32, "add": F16, "ex": F32, "sm": F32, "l2": F16,
+                                  "mean": F16}
     assert decisions["mm"]["reason"] == "customize_dtypes"
     assert "customize_dtypes.cfg:2" in decisions["mm"]["detail"]
     assert "customize_dtypes.cfg:4" in decisions["sm"]["detail"]
