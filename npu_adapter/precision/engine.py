@@ -203,6 +203,7 @@ class _Plan:
     compute: int
     in_round: int = 0      # round bound float inputs to this dtype first (0: no)
     out_round: int = 0     # round bound float outputs to this dtype after (0: no)
+    attrs: tuple = None    # the type attrs set to ``compute`` (None: every one that can be)
 
 
 def _mixed(policy, node, info, entry, arrivals_low):
@@ -481,9 +482,10 @@ def _emulate(body, policy, candidates, outputs, scalar_args=()):
         required = list(in_types or [])
         rounding = {}
         out_round = 0
+        bound = set()
         if plan is not None:
-            changed = [a for a in info.float_attrs
-                       if _attr_type(node, info.op_def, a) == info.original]
+            changed = list(plan.attrs) if plan.attrs is not None else _changeable(
+                node, info, plan.compute)
             for attr in changed:
                 node.attr[attr].type = plan.compute
             required = node_input_types(node, body.functions) or required
@@ -508,7 +510,7 @@ def _emulate(body, policy, candidates, outputs, scalar_args=()):
             node.input[pos] = body.ref(s, p)
         for p, dtype in enumerate(out_types or []):
             arrival[(node.name, p)] = (node.name, p, dtype)
-            if out_round and dtype in FLOAT_TYPES and info.out_attrs[p] in info.float_attrs:
+            if out_round and dtype in FLOAT_TYPES and info.out_attrs[p] in bound:
                 c, cp = converted(node.name, p, dtype, out_round, node.device)
                 arrival[(node.name, p)] = (c, cp, out_round)
     new_outputs = []
@@ -519,25 +521,35 @@ def _emulate(body, policy, candidates, outputs, scalar_args=()):
     return BodyResult(decisions, n_casts), new_outputs
 
 
+def _changeable(node, info, dtype):
+    """The float type attrs of ``node`` holding its original dtype that accept ``dtype`` (an
+    attr such as FusedBatchNormV3's ``U``, float32 only, keeps its value)."""
+    specs = _type_attrs(info.op_def)
+    found = []
+    for attr in info.float_attrs:
+        if _attr_type(node, info.op_def, attr) != info.original:
+            continue
+        allowed = set(specs[attr].allowed_values.list.type)
+        if not allowed or dtype in allowed:
+            found.append(attr)
+    return found
+
+
 def _fit_plan(node, info, plan, decision):
     """Make ``plan`` executable on the CPU: when no kernel computes in ``plan.compute``, keep the
     original dtype and round the inputs and outputs instead (marked as approximated)."""
     if plan.compute == info.original:
         return plan
-    allowed = True
-    for attr in info.float_attrs:
-        spec = _type_attrs(info.op_def)[attr]
-        values = set(spec.allowed_values.list.type)
-        if values and plan.compute not in values:
-            allowed = False
-    assignments = tuple(sorted((a, plan.compute) for a in info.float_attrs))
-    if allowed and _cpu_kernel_allows(node.op, assignments):
-        return plan
+    attrs = _changeable(node, info, plan.compute)
+    assignments = tuple(sorted((a, plan.compute) for a in attrs))
+    if attrs and _cpu_kernel_allows(node.op, assignments):
+        return dataclasses.replace(plan, attrs=tuple(attrs))
     decision.approximated = True
     decision.detail += (f"; rounded to {dtype_name(plan.compute)} around a "
                         f"{dtype_name(info.original)} kernel (TensorFlow has no CPU kernel in "
                         f"{dtype_name(plan.compute)})")
-    return _Plan(info.original, in_round=plan.in_round or plan.compute, out_round=plan.compute)
+    return _Plan(info.original, in_round=plan.in_round or plan.compute, out_round=plan.compute,
+                 attrs=tuple(_changeable(node, info, info.original)))
 
 
 # --------------------------------------------------------------------------- entry points

@@ -7,6 +7,9 @@ No network access is needed: CSS, JavaScript and the SVG drawings are inline. Se
 * op types: per op type, how many nodes run where;
 * clusters: size, op types, boundary tensors (dtype, shape, bytes), gears, and a drill-down
   drawing of each (the overview drawing links to them);
+* precision (only with ``npu_adapter_emulate_precision``): mode, ops per dtype, casts, the ops a
+  ``modify_mixlist`` edit changed; the node table then has a "Dtype · why" column and the search
+  fields ``dtype`` and ``dtype_reason``;
 * the partitioned graph (coloured by cluster; collapsed to clusters and host scopes when large);
 * a node table with search: words match any column, ``field:text`` one column (``name``, ``op``,
   ``device``, ``cluster``, ``reason``), ``field=text`` an exact value; all words must match.
