@@ -55,8 +55,8 @@ def run(ctx):
         spec = ctx.model(name)
         fetches = list(spec.fetches)
         feeds = list(spec.feeds)
-        rewrites = {key: (lambda o=opts: npu_adapter.rewrite(spec.graph_def, o, fetches=fetches,
-                                                              feeds=feeds))
+        rewrites = {key: (lambda o=opts, g=spec.graph_def, f=fetches, d=feeds:
+                          npu_adapter.rewrite(g, o, fetches=f, feeds=d))
                     for key, opts in (("on", ON), ("off", OFF))}
         number = autorange(rewrites["off"], min_time=0.02, max_number=200)
         gc.collect()
@@ -71,7 +71,8 @@ def run(ctx):
         }
         try:
             outputs = {k: s.run(fetches, spec.feeds) for k, s in sessions.items()}
-            cases = {k: (lambda s=s: s.run(fetches, spec.feeds)) for k, s in sessions.items()}
+            cases = {k: (lambda s=s, f=fetches, d=spec.feeds: s.run(f, d))
+                     for k, s in sessions.items()}
             for _ in range(2):
                 for case in cases.values():
                     case()
