@@ -50,13 +50,15 @@ def test_mixlist_missing_file(tmp_path):
 def test_customize_dtypes_forms():
     text = ("# by name\n\nscope/Relu::InputDtype:float16,int8,OutputDtype:float16,int8\n"
             "OpType::Relu:InputDtype:float,OutputDtype:fp16\n"
-            "mm::OutputDtype:float32\n")
+            "mm::OutputDtype:float32\n"
+            "OpName::scope/dense/MatMul:InputDtype:float32,float32,OutputDtype:float32\n")
     parsed = parse_customize_dtypes(text, "c.cfg")
     rule = parsed.by_name["scope/Relu"]
     assert (rule.inputs, rule.outputs, rule.line) == (("float16", "int8"), ("float16", "int8"), 3)
     assert parsed.by_type["Relu"].inputs == ("float32",)
     assert parsed.by_type["Relu"].outputs == ("float16",)
     assert parsed.by_name["mm"].inputs == () and parsed.by_name["mm"].outputs == ("float32",)
+    assert parsed.by_name["scope/dense/MatMul"].inputs == ("float32", "float32")
     # name wins over type; IR or TF type names both match
     assert parsed.rule_for("scope/Relu", "Relu", "Relu") is rule
     assert parsed.rule_for("other", "Relu", "Relu").line == 4

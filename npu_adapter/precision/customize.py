@@ -6,6 +6,8 @@ One rule per line, by op name or by op type (the name wins when both match)::
     scope/dense/MatMul::InputDtype:float32,float32,OutputDtype:float32
     # by type (Ascend IR or TensorFlow op type)
     OpType::Relu:InputDtype:float16,OutputDtype:float16
+    # by name, spelled out
+    OpName::scope/dense/MatMul:InputDtype:float32,float32,OutputDtype:float32
 
 ``InputDtype`` lists one dtype per input of the op, in order; ``OutputDtype`` one per output.
 Either part may be left out. Blank lines and lines starting with ``#`` are skipped. Problems are
@@ -109,14 +111,16 @@ def parse_customize_dtypes(text, path="<customize_dtypes>"):
             raise PrecisionFileError(OPTION, path, number, f"no '::' after an op name or "
                                      f"'OpType' in {line!r}", _ALLOWED)
         key = key.strip()
-        if key == "OpType":
-            type_name, colon, spec = rest.partition(":")
-            type_name = type_name.strip()
-            if not colon or not _TYPE_NAME.match(type_name):
+        if key in ("OpType", "OpName"):
+            target, colon, spec = rest.partition(":")
+            target = target.strip()
+            valid = _TYPE_NAME.match(target) if key == "OpType" else target and " " not in target
+            if not colon or not valid:
+                what = "an op type" if key == "OpType" else "an op name"
                 raise PrecisionFileError(OPTION, path, number,
-                                         f"'OpType::' must be followed by an op type and ':' "
+                                         f"'{key}::' must be followed by {what} and ':' "
                                          f"in {line!r}", _ALLOWED)
-            target, table, by = type_name, by_type, True
+            table, by = (by_type, True) if key == "OpType" else (by_name, False)
         else:
             target, table, by, spec = key, by_name, False, rest
         inputs, outputs = _parse_spec(path, number, line, spec)
