@@ -13,6 +13,7 @@ PACKAGES = [
     "npu_adapter.graph",
     "npu_adapter.passes",
     "npu_adapter.pipeline",
+    "npu_adapter.precision",
     "npu_adapter.report",
     "npu_adapter.session",
     "npu_adapter.testing",

@@ -16,6 +16,7 @@ Sections (one module each, ``bench/bench_<section>.py``):
   first run);
 - ``tiny``: per-call overhead in microseconds on a tiny graph;
 - ``gears``: gear dispatch overhead (3 gears, exact policy) vs the same graph without gears;
+- ``precision``: precision emulation (rewrite time, steady-state run) vs emulation off;
 - ``fresh``: first-run latency and peak RSS, each in a fresh interpreter.
 
 TensorFlow is imported only after the environment is set (``TF_ENABLE_ONEDNN_OPTS=0``,
@@ -52,6 +53,7 @@ SECTIONS = {
     "tiny": "bench.bench_tiny",
     "gears": "bench.bench_gears",
     "fresh": "bench.bench_fresh",
+    "precision": "bench.bench_precision",
 }
 """Section name → module (run in this order)."""
 

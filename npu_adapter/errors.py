@@ -14,6 +14,8 @@ __all__ = [
     "PipelineParseError",
     "BackendError",
     "RewriteError",
+    "PrecisionFileError",
+    "PrecisionEmulationError",
 ]
 
 
@@ -94,3 +96,21 @@ class RewriteError(NpuAdapterError, ValueError):
         self.code = code
         self.node = node
         super().__init__(message)
+
+
+class PrecisionFileError(NpuConfigError):
+    """A ``modify_mixlist`` or ``customize_dtypes`` file cannot be used.
+
+    ``option`` is the option naming the file, ``path`` the file, ``line`` the 1-based line of
+    the problem (None when it concerns the whole file).
+    """
+
+    def __init__(self, option, path, line, problem, allowed):
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(option, path, allowed, detail=f"{where}: {problem}")
+
+
+class PrecisionEmulationError(NpuAdapterError, ValueError):
+    """The precision settings cannot be emulated on the CPU (e.g. HiFloat8 modes)."""

@@ -54,6 +54,9 @@ CLUSTER_FUNCTION_ATTRS = ("function", "f")
 CLUSTER_NODE_OPS = frozenset({GEOP_OP, "StatefulPartitionedCall", "PartitionedCall"})
 # Suffix of a cluster function's per-gear copy: ``<cluster>_gear_<k>``.
 GEAR_FUNCTION_SUFFIX = "_gear_"
+# Marks the Cast nodes the precision emulation inserts
+# (``<tensor node>/npu_adapter_cast_<port>_<dtype>``); they are not members of the user's graph.
+PRECISION_CAST_MARK = "/npu_adapter_cast_"
 # Suffix of a Const copied into a second cluster in mix mode (the original's name).
 COPIED_CONST_SUFFIX = "_copied"
 
@@ -109,3 +112,26 @@ REASON_DATASET_OP = "dataset_op"
 REASON_CONST_NOT_SUPPORTED_HERE = "const_not_supported_here"
 REASON_ARG_RETVAL = "arg_retval"
 REASON_STRING_JOIN = "string_join"
+
+# Why an op computes in the dtype the precision emulation gives it (``precision`` pass).
+PRECISION_REASON_DESCRIPTIONS = {
+    "mode_force_low": "force_fp16 / fp16: every float32 op computes in the low-precision dtype",
+    "mode_origin": "must_keep_origin_dtype / origin: the op keeps the graph's dtype",
+    "already_low": "already in float16 / bfloat16 in the graph: kept",
+    "cube_low": "matrix op: computes in the low-precision dtype (allow_fp32_to_fp16 / _bf16)",
+    "vector_keeps_fp32": "vector op with a float32 kernel keeps float32 (allow_fp32_to_fp16)",
+    "no_fp32_kernel": "the device has no float32 kernel for it: low precision",
+    "cube_fp16in_fp32out": "matrix op: float16 inputs, float32 result (force_fp32 / "
+                           "cube_fp16in_fp32out)",
+    "force_fp32": "vector op in float32 (force_fp32 / cube_fp16in_fp32out)",
+    "white_list": "white list (precision_reduce true): low precision in mixed mode",
+    "black_list": "black list (precision_reduce false): keeps float32 in mixed mode",
+    "gray_follows_low": "gray list: an input arrives in low precision, so the op follows it",
+    "gray_keeps": "gray list: no input arrives in low precision, so the op keeps float32",
+    "customize_dtypes": "a customize_dtypes line sets its dtypes",
+    "keep_dtype": "_keep_dtype (keep_dtype_scope / keep_tensors_dtypes): original dtype",
+    "scalar_kept": "scalar arithmetic (loss scale, learning rate, counters) keeps float32",
+    "follows_input": "moves or selects values only: computes in the dtype its input arrives in",
+    "not_reducible": "never retyped (Cast, constant, control flow, stateful or resource op, "
+                     "function call)",
+}

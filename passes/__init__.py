@@ -16,6 +16,7 @@ from . import (  # noqa: F401 - imported for registration
     insert_gears,
     lower,
     mark_candidates,
+    precision,
     read_graph_config,
 )
 
@@ -31,8 +32,8 @@ __all__ = [
 ]
 
 DEFAULT_PIPELINE = (
-    "read_graph_config,mark_candidates,in_out_pair,cluster,encapsulate,insert_gears,lower,"
-    "finalize"
+    "read_graph_config,mark_candidates,in_out_pair,cluster,encapsulate,insert_gears,precision,"
+    "lower,finalize"
 )
 
 

@@ -291,7 +291,8 @@ def test_cli_rejects_unknown_sections_and_keeps_section_order(capsys):
     assert "invalid choice: 'nope'" in capsys.readouterr().err
     args = parse_args(["--quick", "--only", "tiny", "rewrite", "--json", "x.json"])
     assert args.quick and args.only == ["tiny", "rewrite"] and args.json == "x.json"
-    assert list(SECTIONS) == ["rewrite", "scaling", "steady", "tiny", "gears", "fresh"]
+    assert list(SECTIONS) == ["rewrite", "scaling", "steady", "tiny", "gears", "fresh",
+                              "precision"]
 
 
 # --------------------------------------------------------------------------- end to end

@@ -72,7 +72,7 @@ SPEC_DEFAULTS = {
     "npu_adapter_min_cluster_size": 1, "npu_adapter_max_clusters": 0,
     "npu_adapter_gear_policy": "exact", "npu_adapter_gear_pad_values": "",
     "npu_adapter_gear_unpad": "", "npu_adapter_dump_dir": "", "npu_adapter_backend": "cpu",
-    "npu_adapter_isolate_clusters": False,
+    "npu_adapter_isolate_clusters": False, "npu_adapter_emulate_precision": "off",
 }
 
 SPEC_KINDS = {

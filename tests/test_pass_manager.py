@@ -426,7 +426,7 @@ def test_every_builtin_pass_is_pure_and_reports_modified_truthfully(name, factor
     assert to_bytes(gd) == original_bytes
     ran = [n for n, _ in strict.checked]
     assert ran == ["read_graph_config", "mark_candidates", "in_out_pair", "cluster",
-                   "encapsulate", "insert_gears", "lower", "finalize"]
+                   "encapsulate", "insert_gears", "precision", "lower", "finalize"]
     if name.startswith("gated"):
         assert not any(m for _, m in strict.checked) and not result.modified
     if name == "nothing_supported":

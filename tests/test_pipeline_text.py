@@ -21,7 +21,7 @@ from npu_adapter.pipeline.text import format_pipeline, parse_pipeline
 from npu_adapter.testing import GraphBuilder
 
 BUILTIN = ["cluster", "encapsulate", "finalize", "in_out_pair", "insert_gears", "lower",
-           "mark_candidates", "read_graph_config"]
+           "mark_candidates", "precision", "read_graph_config"]
 
 
 class _TypedPass(PassBase):

@@ -58,13 +58,15 @@ EFFECTS = {
     "ac_parallel_enable": (_X, "AI CPU / AI Core parallelism"),
     "all_tensor_not_empty": (_X, "GE memory planning"),
     # precision / operator selection
-    "precision_mode": (_E, "dtype of each device op; ATC --precision_mode"),
-    "precision_mode_v2": (_E, "dtype of each device op; ATC --precision_mode_v2"),
-    "modify_mixlist": (_E, "mixed-precision list edits; ATC --modify_mixlist"),
-    "op_precision_mode": (_C, "ATC --op_precision_mode"),
+    "precision_mode": (_E, "dtype of each device op (precision pass); ATC --precision_mode"),
+    "precision_mode_v2": (_E, "dtype of each device op (precision pass); ATC "
+                              "--precision_mode_v2 (HiFloat8 modes cannot be emulated)"),
+    "modify_mixlist": (_E, "white/black/gray list edits (precision pass); ATC --modify_mixlist"),
+    "op_precision_mode": (_C, "high-precision / high-performance kernels: ATC "
+                              "--op_precision_mode (kernel choice, not dtype: not emulated)"),
     "op_select_implmode": (_C, "ATC --op_select_implmode"),
     "optypelist_for_implmode": (_C, "ATC --optypelist_for_implmode"),
-    "customize_dtypes": (_E, "per-op dtypes; ATC --customize_dtypes"),
+    "customize_dtypes": (_E, "per-op dtypes (precision pass); ATC --customize_dtypes"),
     "fusion_switch_file": (_C, "ATC --fusion_switch_file"),
     "enable_scope_fusion_passes": (_C, "ATC --enable_scope_fusion_passes"),
     "buffer_optimize": (_C, "ATC --buffer_optimize"),
@@ -116,7 +118,8 @@ EFFECTS = {
     "experimental_logical_device_id": (_X, "logical devices"),
     "experimental_model_deploy_mode": (_X, "model deployment"),
     "experimental_model_deploy_devicelist": (_X, "model deployment"),
-    "experimental_accelerate_train_mode": (_E, "low-precision first phase of training"),
+    "experimental_accelerate_train_mode": (_E, "low-precision first phase of training "
+                                               "(npu_adapter.precision.accelerate)"),
     # debug / dump / profiling / tuning
     "enable_dump": (_R, "data dump in Ascend's format"),
     "enable_dump_debug": (_R, "overflow dump"),

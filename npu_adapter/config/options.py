@@ -436,6 +436,10 @@ _SPECS = [
     _opt(OUR_PREFIX + "isolate_clusters", "b", False, "npu_adapter",
          "CPU reference: never inline cluster functions (keeps the device boundary at run time; "
          "numbers may then differ from plain TF by rounding)", ours=True, stamped=False),
+    _opt(OUR_PREFIX + "emulate_precision", "s", "off", "npu_adapter",
+         "CPU reference: run every cluster in the dtypes the NPU would use under the precision "
+         "options (default from env NPU_ADAPTER_EMULATE_PRECISION, else off)",
+         choices=("off", "on"), ours=True, stamped=False),
     _opt(OUR_PREFIX + "backend", "s", "cpu", "npu_adapter",
          "backend that runs the clusters (cpu, xla, cann or a registered one)",
          allowed="a registered backend name", validator=_check_backend,

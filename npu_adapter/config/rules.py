@@ -35,6 +35,7 @@ __all__ = [
     "check_precision_modes",
     "check_variable_placement_host",
     "default_profiling_options",
+    "emulate_precision_from_environment",
 ]
 
 MIXED_PRECISION_MODES = ("allow_mix_precision", "allow_mix_precision_fp16",
@@ -269,6 +270,22 @@ def default_profiling_options(view):
     return None
 
 
+def emulate_precision_from_environment(view):
+    """``npu_adapter_emulate_precision`` unset: take it from the environment variable
+    ``NPU_ADAPTER_EMULATE_PRECISION`` (``off`` or ``on``), read when the config is built."""
+    name = "npu_adapter_emulate_precision"
+    if view.is_set(name):
+        return None
+    value = view.environ.get("NPU_ADAPTER_EMULATE_PRECISION", "")
+    if not value:
+        return None
+    spec = OPTIONS_BY_NAME[name]
+    if value not in spec.choices:
+        raise NpuConfigError(name, value, spec.allowed,
+                             detail="from environment variable NPU_ADAPTER_EMULATE_PRECISION")
+    return {name: value}
+
+
 RULES = (
     check_precision_modes,
     check_modify_mixlist,
@@ -285,6 +302,7 @@ RULES = (
     check_dump_path,
     check_aoe_mode,
     default_profiling_options,
+    emulate_precision_from_environment,
 )
 """All rules, in the order they run."""
 

@@ -18,6 +18,7 @@ from npu_adapter.vocabulary import (
     GEOP_OP,
     KEEP_DTYPE_ATTR,
     NPU_OPTIMIZER_ATTR,
+    PRECISION_CAST_MARK,
 )
 
 __all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph",
@@ -97,7 +98,8 @@ def clusters_from_graph(graph_def):
         fdef = functions.get(fname)
         members = ()
         if fdef is not None:
-            members = tuple(n.name for n in fdef.node_def if not n.name.endswith("_copied"))
+            members = tuple(n.name for n in fdef.node_def if not n.name.endswith("_copied")
+                            and PRECISION_CAST_MARK not in n.name)
         if CLUSTER_HOISTED_ATTR in node.attr:  # large Consts passed in by the CPU reference
             members += tuple(s.decode() for s in node.attr[CLUSTER_HOISTED_ATTR].list.s)
         gears = ()

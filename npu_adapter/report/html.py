@@ -7,6 +7,9 @@ No network access is needed: CSS, JavaScript and the SVG drawings are inline. Se
 * op types: per op type, how many nodes run where;
 * clusters: size, op types, boundary tensors (dtype, shape, bytes), gears, and a drill-down
   drawing of each (the overview drawing links to them);
+* precision (only with ``npu_adapter_emulate_precision``): mode, ops per dtype, casts, the ops a
+  ``modify_mixlist`` edit changed; the node table then has a "Dtype · why" column and the search
+  fields ``dtype`` and ``dtype_reason``;
 * the partitioned graph (coloured by cluster; collapsed to clusters and host scopes when large);
 * a node table with search: words match any column, ``field:text`` one column (``name``, ``op``,
   ``device``, ``cluster``, ``reason``), ``field=text`` an exact value; all words must match.
@@ -196,6 +199,42 @@ def _clusters(report, cluster_svgs):
             f'{"".join(details)}</section>')
 
 
+def _precision(report):
+    """The precision-emulation section (only when the report has one)."""
+    p = report.get("precision")
+    if not p:
+        return ""
+    cards = [("Mode", p["setting"] or p["mode"]), ("Casts inserted", str(p["casts"]))]
+    cards += [(f"Ops in {dtype}", str(n)) for dtype, n in p["ops_per_dtype"].items()]
+    cells = "".join(f'<div class="card"><div class="k">{_e(k)}</div><div class="v">{_e(v)}'
+                    "</div></div>" for k, v in cards)
+    reasons = "".join(
+        f'<tr><td>{_q_link(r["reason"], "dtype_reason=" + r["reason"])}</td>'
+        f'<td class="n">{r["count"]}</td><td>{_e(r["description"])}</td></tr>'
+        for r in p["by_reason"])
+    body = (f'<div class="cards">{cells}</div>'
+            "<h4>Why ops compute in their dtype</h4>"
+            "<table><thead><tr><th>Reason</th><th>Ops</th><th>What it means</th></tr></thead>"
+            f"<tbody>{reasons}</tbody></table>")
+    if p["mixlist_changes"]:
+        rows = "".join(
+            f'<tr><td class="mono">{_q_link(c["node"], "name=" + c["node"])}</td>'
+            f'<td>{_e(c["op"])}</td><td>{_e(c["before"])}</td><td>{_e(c["after"])}</td>'
+            f'<td class="mono">{_e(c["edit"])}</td></tr>' for c in p["mixlist_changes"])
+        body += ("<h4>Ops a modify_mixlist edit changed</h4><table><thead><tr><th>Node</th>"
+                 "<th>Op</th><th>Before</th><th>After</th><th>Edit</th></tr></thead>"
+                 f"<tbody>{rows}</tbody></table>")
+    if p.get("customize_ignored"):
+        body += f'<p class="warn">{_e(p["customize_ignored"])}.</p>'
+    per_function = ", ".join(f"{_e(k)} {v}" for k, v in p["casts_per_function"].items())
+    body += (f'<p class="dim">Casts per function: {per_function or "none"}. Search the node '
+             "table with <span class=\"mono\">dtype:float16</span> or "
+             "<span class=\"mono\">dtype_reason:white_list</span>.</p>")
+    return ('<section id="precision"><h2>Precision (emulated)</h2>'
+            "<p>Each device op computes in the dtype the NPU would use under these options; "
+            f"the node table shows it per op.</p>{body}</section>")
+
+
 def _graph(partition_svg, drawing, renderer):
     if partition_svg is None:
         return ""
@@ -232,16 +271,25 @@ def _table_data(report):
     reason_index = {code: k for k, code in enumerate(reasons)}
     colors = cluster_colors(clusters)
     rows = []
+    precision = {}  # "dtype|reason|detail" → index, when the report has a precision section
     for name, info in report["nodes"].items():
-        rows.append([name, info["op"], 1 if info["device"] == "npu" else 0,
-                     cluster_index.get(info["cluster"], -1), reason_index.get(info["reason"], -1)])
-    return {
+        row = [name, info["op"], 1 if info["device"] == "npu" else 0,
+               cluster_index.get(info["cluster"], -1), reason_index.get(info["reason"], -1)]
+        if "precision" in report:
+            decision = info.get("precision")
+            key = (decision["dtype"], decision["reason"], decision["detail"]) if decision else None
+            row.append(precision.setdefault(key, len(precision)) if key else -1)
+        rows.append(row)
+    data = {
         "clusters": clusters,
         "colors": [colors[c][0] for c in clusters],
         "reasons": reasons,
         "descriptions": [report["reasons"][r] for r in reasons],
         "nodes": rows,
     }
+    if "precision" in report:
+        data["precision"] = [list(key) for key in precision]
+    return data
 
 
 _CSS = """
@@ -294,14 +342,16 @@ _JS = r"""
 "use strict";
 var data=JSON.parse(document.getElementById("report-data").textContent);
 var PAGE=500,limit=PAGE,matches=[];
-var DEV=["host","npu"],FIELDS=["name","op","device","cluster","reason"];
+var DEV=["host","npu"],FIELDS=["name","op","device","cluster","reason","dtype","dtype_reason"];
+var PREC=data.precision||null;
 var q=document.getElementById("search"),body=document.getElementById("node-rows");
 var count=document.getElementById("match-count"),more=document.getElementById("more");
-function fields(r){return [r[0],r[1],DEV[r[2]],r[3]<0?"":data.clusters[r[3]],
-  r[4]<0?"":data.reasons[r[4]]];}
+function fields(r){var p=PREC&&r[5]>=0?PREC[r[5]]:null;
+  return [r[0],r[1],DEV[r[2]],r[3]<0?"":data.clusters[r[3]],
+  r[4]<0?"":data.reasons[r[4]],p?p[0]:"",p?p[1]:""];}
 function parse(text){
   return text.trim().split(/\s+/).filter(Boolean).map(function(tok){
-    var m=/^(name|op|device|cluster|reason)([:=])(.*)$/i.exec(tok);
+    var m=/^(name|op|device|cluster|reason|dtype|dtype_reason)([:=])(.*)$/i.exec(tok);
     if(m){return {f:FIELDS.indexOf(m[1].toLowerCase()),exact:m[2]==="=",v:m[3].toLowerCase()};}
     return {f:-1,exact:false,v:tok.toLowerCase()};});
 }
@@ -322,6 +372,7 @@ function render(){
     if(r[3]>=0){var sw=document.createElement("span");sw.className="sw";
       sw.style.background=data.colors[r[3]];c.insertBefore(sw,c.firstChild);}
     var rc=cell(tr,v[4]);if(r[4]>=0)rc.title=data.descriptions[r[4]];
+    if(PREC){var dc=cell(tr,v[5]?v[5]+" · "+v[6]:"");if(r[5]>=0)dc.title=PREC[r[5]][2];}
     frag.appendChild(tr);
   }
   body.appendChild(frag);
@@ -387,12 +438,14 @@ def render_report_html(report, *, partition_svg=None, partition_drawing=None, re
         f"<header><h1>Placement report: {_e(name)}</h1><p>{_e(subtitle)}</p></header>",
         '<nav><a href="#summary">Summary</a><a href="#blockers">Host blockers</a>'
         '<a href="#op-types">Op types</a><a href="#clusters">Clusters</a>'
+        + ('<a href="#precision">Precision</a>' if report.get("precision") else "")
         + ('<a href="#graph">Graph</a>' if partition_svg else "")
         + '<a href="#nodes">Nodes</a><a href="#options">Run</a></nav><main>',
         _summary(report),
         _blockers(report),
         _op_types(report),
         _clusters(report, cluster_svgs or {}),
+        _precision(report),
         _graph(partition_svg, partition_drawing, renderer),
         '<section id="nodes"><h2>Nodes</h2><div class="tools">'
         '<input id="search" type="search" autocomplete="off" spellcheck="false" '
@@ -402,7 +455,8 @@ def render_report_html(report, *, partition_svg=None, partition_drawing=None, re
         "<noscript><p>The node table needs JavaScript; placement.json has the same data.</p>"
         "</noscript>"
         "<table><thead><tr><th>Name</th><th>Op</th><th>Device</th><th>Cluster</th>"
-        '<th>Reason</th></tr></thead><tbody id="node-rows"></tbody></table>'
+        "<th>Reason</th>" + ("<th>Dtype · why</th>" if report.get("precision") else "")
+        + '</tr></thead><tbody id="node-rows"></tbody></table>'
         '<button type="button" id="more">Show more</button></section>',
         _options(report),
         "</main>",

@@ -22,6 +22,11 @@ graph the rewrite received into a dict (written as ``placement.json`` by ``dump_
       "reasons": {code: description}                                  # codes used above
     }
 
+With precision emulation on (``npu_adapter_emulate_precision``), every device node that computes
+in a float dtype also has ``"precision": {"dtype", "original", "reason", "detail", ...}`` and the
+report has a ``"precision"`` section (:func:`precision_section`): mode, ops per dtype, casts
+inserted, ops whose dtype a ``modify_mixlist`` edit changed, and the reason codes used.
+
 Lists are ordered most frequent first (ties by name), so ``host_blockers[0]`` is what keeps the
 most ops off the device. Tensor records are described in :mod:`npu_adapter.report.shapes`. Sizes
 add up: a cluster's ``input_bytes`` is the sum of the inputs' known ``bytes`` (``null`` when none
@@ -36,9 +41,15 @@ JSON, byte for byte.
 import json
 
 from npu_adapter.report.shapes import static_shapes, tensor_record
-from npu_adapter.vocabulary import DEVICE_HOST, DEVICE_NPU, REASON_DESCRIPTIONS
+from npu_adapter.vocabulary import (
+    DEVICE_HOST,
+    DEVICE_NPU,
+    PRECISION_REASON_DESCRIPTIONS,
+    REASON_DESCRIPTIONS,
+)
 
-__all__ = ["REPORT_FORMAT", "placement_report", "report_json", "boundary_dtypes"]
+__all__ = ["REPORT_FORMAT", "placement_report", "report_json", "boundary_dtypes",
+           "precision_section"]
 
 REPORT_FORMAT = "npu_adapter.placement/1"
 _TOP_OP_TYPES = 10
@@ -177,7 +188,7 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
     options = {}
     if config is not None:
         options = {k: _jsonable(v) for k, v in config.to_dict().items()}
-    return {
+    report = {
         "format": REPORT_FORMAT,
         "model": model,
         "backend": backend,
@@ -208,6 +219,45 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
         "clusters": clusters,
         "nodes": nodes,
         "reasons": {code: REASON_DESCRIPTIONS.get(code, code) for code in used},
+    }
+    precision = (result.pass_info or {}).get("precision") or {}
+    if precision.get("emulation") == "on" and "decisions" in precision:
+        report["precision"] = precision_section(precision, nodes)
+    return report
+
+
+def precision_section(info, nodes):
+    """The report's ``precision`` section from the ``precision`` pass info; also adds each
+    device node's ``precision`` record to ``nodes`` (name → node record)."""
+    decisions = info["decisions"]
+    per_dtype = {}
+    per_reason = {}
+    for name, record in nodes.items():
+        decision = decisions.get(name)
+        if decision is None or record["device"] != DEVICE_NPU:
+            continue
+        entry = {k: decision[k] for k in ("dtype", "original", "reason", "detail")}
+        for key in ("list", "list_source", "approximated"):
+            if key in decision:
+                entry[key] = decision[key]
+        record["precision"] = entry
+        if decision["reason"] != "not_reducible":
+            per_dtype[decision["dtype"]] = per_dtype.get(decision["dtype"], 0) + 1
+        per_reason[decision["reason"]] = per_reason.get(decision["reason"], 0) + 1
+    casts = info.get("casts", {})
+    return {
+        "mode": info.get("mode"),
+        "setting": info.get("setting"),
+        "low": info.get("low"),
+        "ops_per_dtype": dict(_ranked(per_dtype)),
+        "by_reason": [{"reason": r, "count": n,
+                       "description": PRECISION_REASON_DESCRIPTIONS.get(r, r)}
+                      for r, n in _ranked(per_reason)],
+        "casts": sum(casts.values()),
+        "casts_per_function": dict(sorted(casts.items())),
+        "mixlist_changes": [dict(node=name, **change)
+                            for name, change in sorted(info.get("mixlist_changes", {}).items())],
+        "customize_ignored": info.get("customize_ignored", ""),
     }
 
 
