@@ -277,3 +277,48 @@ def test_accelerate_fast_loss_switches_when_the_loss_crosses_the_threshold():
     # the run that switched is the first after a reported loss at or below the threshold
     assert np.float32(losses[switch - 1]) <= threshold
     assert all(np.float32(v) > threshold for v in losses[:switch - 1])
+
+
+def test_npu_session_switches_precision_once(monkeypatch):
+    """NpuSession reads the hook's progress before each run: steps 1-4 run the low-precision
+    rewrite, steps 5-8 the original precision, and the switch is in the session statistics."""
+    from npu_adapter.session import NpuSession
+
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.constant(XS)
+            y = tf.constant(YS)
+            w = tf1.get_variable("w", [4, 1], initializer=tf1.constant_initializer(0.5),
+                                 use_resource=True)
+            loss = tf.reduce_mean(tf.square(tf.nn.tanh(tf.matmul(x, w) * 3.0) - y),
+                                  name="loss")
+            train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            init = tf1.global_variables_initializer()
+        return graph, loss, train, init
+
+    base = {"precision_mode": "must_keep_origin_dtype", "npu_adapter_emulate_precision": "on"}
+    config = NpuConfig.from_dict(dict(base, experimental_accelerate_train_mode="fast|step|0.5"))
+    monkeypatch.setenv("TOTAL_STEP", "8")
+    losses = {}
+    for label, cfg in (("switch", config),
+                       ("low", low_precision_config(config).replace(
+                           experimental_accelerate_train_mode="")),
+                       ("origin", NpuConfig.from_dict(base))):
+        graph, loss, train, init = build()
+        monkeypatch.setenv("STEP_NOW", "0")
+        with NpuSession(graph=graph, config=cfg.to_config_proto()) as sess:
+            sess.run(init)
+            if label == "switch":
+                monkeypatch.setenv("STEP_NOW", "0")
+            values = []
+            for step in range(8):
+                values.append(sess.run([loss, train])[0])
+                monkeypatch.setenv("STEP_NOW", str(step + 1))
+            losses[label] = values
+            if label == "switch":
+                stats = sess.npu_accelerate_stats()
+    # run 1 initialises, runs 2-5 are steps 1-4 (low), run 6 (STEP_NOW=4=0.5*8) switches
+    assert (stats["low_precision_runs"], stats["switched_at_run"]) == (5, 6)
+    assert losses["switch"][0] == losses["low"][0]
+    assert losses["low"][0] != losses["origin"][0]

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from npu_adapter.errors import RewriteError
+from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
 from npu_adapter.session.loop import install_loop, loop_target
 from npu_adapter.session.shadow import ShadowGraph
 
@@ -162,6 +163,7 @@ class _NpuSessionMixin:
         self._closed = True
         self._npu_enabled = False
         self._npu_runtime = None
+        self._npu_accelerate = None
         self._npu_user_graph = graph if graph is not None else _tf1.get_default_graph()
         self._npu_config = NpuConfig.from_config_proto(config)
         self._npu_enabled = bool(self._npu_config.present and self._npu_config.use_off_line
@@ -183,7 +185,12 @@ class _NpuSessionMixin:
         self._npu_backend = get_backend(self._npu_config.npu_adapter_backend or "cpu")
         self._npu_runtime = self._npu_backend.create_runtime(self._npu_config)
         self._npu_shadow = ShadowGraph.for_graph(self._npu_user_graph)
-        self._npu_config_key = self._npu_config  # hashable; equal options share signatures
+        from npu_adapter.precision.accelerate import AccelerateTrainSchedule
+
+        # accelerate_train_mode: the first part of training runs in low precision (its own
+        # rewrite of each signature), then the session switches back once.
+        self._npu_accelerate = AccelerateTrainSchedule.from_config(self._npu_config)
+        self._npu_low_config = None
         return self._npu_shadow.graph
 
     # ------------------------------------------------------------------ graph the user sees
@@ -250,6 +257,12 @@ class _NpuSessionMixin:
         stats = self._npu_runtime.stats()
         return {k: getattr(stats, k) for k in keys}
 
+    def npu_accelerate_stats(self):
+        """accelerate_train_mode: runs, low-precision runs and when the session switched back
+        to the original precision (None when the option is not set)."""
+        schedule = self._npu_accelerate
+        return schedule.stats() if schedule is not None else None
+
     def npu_rewrite_result(self, fetches, feed_dict=None):
         """The :class:`~npu_adapter.pipeline.result.RewriteResult` of this signature (or None)."""
         if not self._npu_enabled:
@@ -281,17 +294,20 @@ class _NpuSessionMixin:
             feeds.append(element.name)
         return tensors, ops, tuple(sorted(set(feeds)))
 
-    def _npu_signature(self, elements, feed_keys, rewritten=True):
-        """The shared signature of these fetches and feeds, built on first use. With
-        ``rewritten`` false the client graph is installed as it is (partial runs: a cluster
-        would make a fetch wait for feeds it does not need)."""
+    def _npu_signature(self, elements, feed_keys, rewritten=True, config=None):
+        """The shared signature of these fetches and feeds, rewritten under ``config`` (the
+        session's by default) and built on first use. With ``rewritten`` false the client graph
+        is installed as it is (partial runs: a cluster would make a fetch wait for feeds it
+        does not need)."""
+        config = config if config is not None else self._npu_config
         names = self._npu_names(elements, feed_keys)
-        local_key = names if rewritten else (names, "unrewritten")
+        local_key = (names, config if rewritten else None)
         local = self._npu_signatures.get(local_key)
         if local is not None:
             return local
         shadow = self._npu_shadow
-        key = (names, self._npu_config_key if rewritten else None)
+        # NpuConfig is hashable: sessions with equal options share their signatures.
+        key = (names, config if rewritten else None)
         with shadow.lock:
             signature = shadow.signatures.get(key)
             owner = signature is None
@@ -300,7 +316,7 @@ class _NpuSessionMixin:
         if owner:
             try:
                 if rewritten:
-                    self._npu_build(signature)
+                    self._npu_build(signature, config)
                 else:
                     self._npu_install_unrewritten(signature)
             except BaseException as exc:
@@ -331,13 +347,12 @@ class _NpuSessionMixin:
             client.graph_def, user_nodes, fetches={t: t for t in tensors},
             targets={o: o for o in ops}, feeds=dict(client.feeds))
 
-    def _npu_build(self, signature):
+    def _npu_build(self, signature, config):
         from npu_adapter.api import rewrite
 
         tensors, ops, feeds = signature.names
         shadow = self._npu_shadow
         graph_def, user_nodes = shadow.user_graph_def()
-        config = self._npu_config
         try:
             result = rewrite(graph_def, config, fetches=list(tensors), targets=list(ops),
                              feeds=list(feeds), backend=self._npu_backend,
@@ -393,10 +408,16 @@ class _NpuSessionMixin:
         """Run ``fetches`` like ``tf.compat.v1.Session.run``, on the rewritten graph."""
         if not self._npu_enabled:
             return _BASE["run"](self, fetches, feed_dict, options, run_metadata)
+        config = self._npu_config
         key = _fast_key(fetches, feed_dict)
+        if self._npu_accelerate is not None and self._npu_accelerate.phase() == PHASE_LOW:
+            if self._npu_low_config is None:
+                self._npu_low_config = low_precision_config(config)
+            config = self._npu_low_config
+            key = (key, PHASE_LOW) if key is not None else None
         plan = self._npu_fast.get(key) if key is not None else None
         if plan is None:
-            plan = self._npu_plan(fetches, feed_dict)
+            plan = self._npu_plan(fetches, feed_dict, config)
             if key is not None and len(self._npu_fast) < _FAST_CACHE_SIZE:
                 self._npu_fast[key] = plan
         signature = plan.signature
@@ -413,10 +434,10 @@ class _NpuSessionMixin:
             values = _BASE["run"](self, mapped, mapped_feeds, options, run_metadata)
         return plan.mapper.build_results(values)
 
-    def _npu_plan(self, fetches, feed_dict):
+    def _npu_plan(self, fetches, feed_dict, config):
         mapper = _fetch_mapper(self._npu_user_graph, fetches)
         feed_keys = list(feed_dict or ())
-        signature = self._npu_signature(mapper.unique_fetches(), feed_keys)
+        signature = self._npu_signature(mapper.unique_fetches(), feed_keys, config=config)
         program = self._npu_program(signature) \
             if signature.result is not None and signature.loop is None else None
         simple = all(isinstance(k, (tf.Tensor, str)) for k in feed_keys)
