@@ -28,17 +28,17 @@ def _assigner(value, what):
     """A function storing a new value into the variable behind ``value``, or None."""
     if isinstance(value, tf.Variable):
         return lambda new: value.assign(new, read_value=False, name=f"assign_{what}")
-    if isinstance(value, tf.Tensor) and hasattr(value, "op"):
-        if value.dtype._is_ref_dtype:
-            return lambda new: tf.compat.v1.assign(value, new, name=f"assign_{what}").op
-        op = value.op
-        if op.type == "ReadVariableOp":
-            handle = op.inputs[0]
+    while isinstance(value, tf.Tensor) and hasattr(value, "op"):
+        if value.dtype._is_ref_dtype:  # TF has no public test for ref dtypes
+            ref = value
+            return lambda new: tf.compat.v1.assign(ref, new, name=f"assign_{what}").op
+        if value.op.type == "ReadVariableOp":
+            handle = value.op.inputs[0]
             return lambda new: tf.raw_ops.AssignVariableOp(resource=handle, value=new,
                                                            name=f"assign_{what}")
-        if op.type == "Identity" and op.inputs[0].dtype._is_ref_dtype:
-            ref = op.inputs[0]
-            return lambda new: tf.compat.v1.assign(ref, new, name=f"assign_{what}").op
+        if value.op.type != "Identity":  # reads come through identities (`Variable/read`)
+            break
+        value = value.op.inputs[0]
     return None
 
 
