@@ -27,7 +27,7 @@ def _gelu_erf(x):
     return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
 
-# ---- GELU family -------------------------------------------------------------------------------
+# ---- GELU family --------------------------------------------------------------------------------
 
 
 def test_fast_gelu_v2_matches_the_cann_formula_and_approximates_gelu():
@@ -67,7 +67,7 @@ def test_fast_gelu_and_its_grad_in_the_raw_namespace():
     assert np.all(np.isfinite(y_v))
 
 
-# ---- centralization, prelu ------------------------------------------------------------------
+# ---- centralization, prelu ----------------------------------------------------------------------
 
 
 def test_centralization():
@@ -118,7 +118,7 @@ def test_prelu_channel_mismatch_is_an_error():
         npu_aicore_ops.prelu(tf.zeros([2, 3, 4, 4]), tf.ones([4]))
 
 
-# ---- layer_norm --------------------------------------------------------------------------------
+# ---- layer_norm ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("norm_axis,params_axis", [(1, 1), (2, 2), (-1, -1), (1, 2)])
@@ -176,7 +176,7 @@ def test_layer_norm_errors():
             npu_aicore_ops.layer_norm(tf.zeros([2, 3, 4]), tf.ones([4]), tf.zeros([3, 4]), 1, 1)
 
 
-# ---- nonzero -------------------------------------------------------------------------------------
+# ---- nonzero ------------------------------------------------------------------------------------
 
 
 def test_nonzero_both_layouts_and_types():
@@ -221,7 +221,7 @@ def test_nonzerowithvalue_layouts():
         npu_aicore_ops.nonzerowithvalue(tf.zeros([2, 2, 2]))
 
 
-# ---- dropout -------------------------------------------------------------------------------------
+# ---- dropout ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("build", [
@@ -299,7 +299,7 @@ def test_keras_dropout_goes_through_the_npu_dropout():
     assert np.all((shaped_v == 0).all(axis=1) | (shaped_v == 2.0).all(axis=1))
 
 
-# ---- LARS ----------------------------------------------------------------------------------------
+# ---- LARS ---------------------------------------------------------------------------------------
 
 
 def _lars(w, g, wd, hyper=0.001, eps=1e-5):
@@ -329,7 +329,7 @@ def test_lars_and_larsv2():
         npu_ops.LARS([tf.ones([2])], [], 0.1)
 
 
-# ---- fused Adam ----------------------------------------------------------------------------------
+# ---- fused Adam ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("resource", [True, False])
@@ -363,10 +363,10 @@ def test_adam_apply_one_assign_updates_the_variables(resource, decay):
 
 
 def test_adam_apply_one_assign_needs_variables_and_graph_mode():
-    with tf.Graph().as_default():
-        with pytest.raises(ValueError, match="input1 receives the op's result in place, so it "
-                           "must be a variable or a read of one; got a Const value"):
-            npu_ops.adam_apply_one_assign(*[tf.constant(1.0)] * 10)
+    with tf.Graph().as_default(), pytest.raises(
+            ValueError, match="input1 receives the op's result in place, so it must be a "
+            "variable or a read of one; got a Const value"):
+        npu_ops.adam_apply_one_assign(*[tf.constant(1.0)] * 10)
     with context.eager_mode(), pytest.raises(RuntimeError, match="adam_apply_one_assign"):
         npu_ops.adam_apply_one_assign(*[1.0] * 10)
 

@@ -209,7 +209,7 @@ def test_lamb_ops_are_graph_only():
             npu_vector_ops.lamb_apply_optimizer_assign(*[1.0] * 12)
 
 
-# ---- PReLU layer ----------------------------------------------------------------------------------
+# ---- PReLU layer --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("shape,shared_axes,alpha_shape", [
