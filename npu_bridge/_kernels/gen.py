@@ -8,7 +8,7 @@ generates but this package does not build raises ``AttributeError`` naming it an
 available ones.
 """
 
-from . import array, deformable, kmeans, math, optim, random, rnn, system
+from . import array, deepmd, deformable, kmeans, math, optim, random, rnn, system
 
 __all__ = ["GenNpuOps", "gen_npu_ops"]
 
@@ -59,6 +59,15 @@ _OPS = {
     # convolution
     "deformable_offsets": deformable.deformable_offsets,
     "deformable_offsets_grad": deformable.deformable_offsets_grad_kernel,
+    # DeePMD-kit, embedding cache
+    "prod_env_mat_a": deepmd.prod_env_mat_a,
+    "prod_force_se_a": deepmd.prod_force_se_a,
+    "prod_virial_se_a": deepmd.prod_virial_se_a,
+    "tabulate_fusion_se_a": deepmd.tabulate_fusion_se_a,
+    "tabulate_fusion_se_a_grad": deepmd.tabulate_fusion_se_a_grad,
+    "tabulate_fusion": deepmd.tabulate_fusion,
+    "tabulate_fusion_grad": deepmd.tabulate_fusion_grad,
+    "lru_cache_v2": deepmd.lru_cache_v2,
 }
 
 

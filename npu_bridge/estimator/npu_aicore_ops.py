@@ -8,9 +8,10 @@ The original wraps custom ops of ``_tf_adapter.so``; here each is composed of Te
   gradient of the normalised output, as the original's), :func:`nonzero`,
   :func:`nonzerowithvalue`;
 * dropout: :func:`dropout_v3`, :func:`dropout_v4` (deterministic under a graph or op seed);
-* the embedding cache :func:`lru_cache_v2`;
 * the DeePMD-kit family :func:`prod_env_mat_a`, :func:`prodforcesea`, :func:`prodvirialsea`,
-  :func:`tabulatefusion`, :func:`tabulatefusionsea` and their gradients.
+  :func:`tabulatefusion`, :func:`tabulatefusionsea` and their gradients;
+* :func:`lru_cache_v2` manages a cache in device memory and raises
+  :class:`~npu_adapter.errors.DeviceOnlyError`.
 
 ``npu_aicore_ops`` is the namespace of raw op wrappers (the same object as
 ``npu_ops.gen_npu_ops``).
@@ -18,6 +19,7 @@ The original wraps custom ops of ``_tf_adapter.so``; here each is composed of Te
 
 import tensorflow as tf
 
+from npu_bridge._kernels import deepmd as _deepmd
 from npu_bridge._kernels import math as _math
 from npu_bridge._kernels import random as _random
 from npu_bridge._kernels.common import DEFAULT_GRAPH_SEED
@@ -30,11 +32,19 @@ __all__ = [
     "dropout_v4",
     "fast_gelu_v2",
     "layer_norm",
+    "lru_cache_v2",
     "nonzero",
     "nonzerowithvalue",
     "npu_aicore_ops",
     "prelu",
     "prelu_grad",
+    "prod_env_mat_a",
+    "prodforcesea",
+    "prodvirialsea",
+    "tabulatefusion",
+    "tabulatefusiongrad",
+    "tabulatefusionsea",
+    "tabulatefusionseagrad",
 ]
 
 
@@ -104,3 +114,54 @@ def nonzerowithvalue(x, transpose=False, output_type=tf.int64, name=None):
     """``NonZeroWithValue`` of a 2-D ``x``: ``(value, index, count)``, fixed-size outputs whose
     first ``count`` entries are valid (see ``docs/api-ops.md`` for the index layouts)."""
     return _math.non_zero_with_value(x, transpose, output_type, name=name)
+
+
+def lru_cache_v2(index_list, data, cache, tag, is_last_call, pre_route_count, name=None):
+    """``LRUCacheV2`` swaps embedding rows between a host table and a cache in device memory:
+    :class:`~npu_adapter.errors.DeviceOnlyError` when built."""
+    return _deepmd.lru_cache_v2(index_list, data, cache, tag, is_last_call, pre_route_count,
+                                name)
+
+
+def prod_env_mat_a(coord, types, natoms, box, mesh, davg, dstd, rcut_a=0.0, rcut_r=0.0,
+                   rcut_r_smth=0.0, sel_a=None, sel_r=None, name=None):
+    """``ProdEnvMatA`` (DeePMD-kit ``se_a`` environment matrix): ``(descrpt, descrpt_deriv,
+    rij, nlist)``; see ``docs/api-ops.md``."""
+    return _deepmd.prod_env_mat_a(coord, types, natoms, box, mesh, davg, dstd, rcut_a, rcut_r,
+                                  rcut_r_smth, sel_a, sel_r, name)
+
+
+def prodforcesea(net_deriv, in_deriv, nlist, natoms, n_a_sel=0, n_r_sel=0, name=None):
+    """``ProdForceSeA``: atomic forces ``[frames, nall*3]`` from the network's derivative with
+    respect to the descriptor."""
+    return _deepmd.prod_force_se_a(net_deriv, in_deriv, nlist, natoms, n_a_sel, n_r_sel, name)
+
+
+def prodvirialsea(net_deriv, in_deriv, rij, nlist, natoms, n_a_sel=0, n_r_sel=0, name=None):
+    """``ProdVirialSeA``: ``(virial [frames, 9], atom_virial [frames, nall*9])``."""
+    return _deepmd.prod_virial_se_a(net_deriv, in_deriv, rij, nlist, natoms, n_a_sel, n_r_sel,
+                                    name)
+
+
+def tabulatefusionsea(table, table_info, em_x, em, last_layer_size=128, name=None):
+    """``TabulateFusionSeA``: the tabulated ``se_a`` embedding times the environment matrix,
+    ``[nloc, 4, last_layer_size]``."""
+    return _deepmd.tabulate_fusion_se_a(table, table_info, em_x, em, last_layer_size, name)
+
+
+def tabulatefusionseagrad(table, table_info, em_x, em, dy_dem_x, dy_dem, name=None):
+    """``TabulateFusionSeAGrad``: ``(dy_dem_x, dy_dem)``. As in the original wrapper, the
+    argument ``dy_dem_x`` is the op's ``dy`` input (the gradient of the descriptor) and
+    ``dy_dem`` its ``descriptor`` input (the forward output)."""
+    return _deepmd.tabulate_fusion_se_a_grad(table, table_info, em_x, em, dy_dem_x, dy_dem,
+                                             name)
+
+
+def tabulatefusion(table, table_info, em_x, em, last_layer_size=128, name=None):
+    """``TabulateFusion``: the earlier name of :func:`tabulatefusionsea`."""
+    return _deepmd.tabulate_fusion(table, table_info, em_x, em, last_layer_size, name)
+
+
+def tabulatefusiongrad(table, table_info, em_x, em, dy_dem_x, dy_dem, name=None):
+    """``TabulateFusionGrad``: as :func:`tabulatefusionseagrad`."""
+    return _deepmd.tabulate_fusion_grad(table, table_info, em_x, em, dy_dem_x, dy_dem, name)
