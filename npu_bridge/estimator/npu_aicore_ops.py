@@ -17,7 +17,10 @@ The original wraps custom ops of ``_tf_adapter.so``; here each is composed of Te
 ``npu_ops.gen_npu_ops``).
 """
 
+import numbers
+
 import tensorflow as tf
+from tensorflow.python.framework import dtypes, ops, random_seed
 
 from npu_bridge._kernels import deepmd as _deepmd
 from npu_bridge._kernels import math as _math
@@ -46,6 +49,9 @@ __all__ = [
     "tabulatefusionsea",
     "tabulatefusionseagrad",
 ]
+
+# Modules the original imports at its top level; scripts can reach them through this one.
+_ORIGINAL_IMPORTS = (numbers, dtypes, ops, random_seed)
 
 
 def fast_gelu_v2(x, name=None):

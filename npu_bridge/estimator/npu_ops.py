@@ -23,7 +23,11 @@ As in the original, ``NPUInit``, ``NPUShutdown``, ``dropout``, ``LARS``, ``LARSV
 ``basic_lstm_cell``, the Adam ops and ``k_means_centroids`` raise ``RuntimeError`` in eager mode.
 """
 
+import numbers
+
 import tensorflow as tf
+from tensorflow.python.eager import context
+from tensorflow.python.framework import ops, random_seed
 
 from npu_bridge._kernels import array as _array
 from npu_bridge._kernels import kmeans as _kmeans
@@ -61,6 +65,9 @@ __all__ = [
     "shutdown_system",
     "stop_outfeed_dequeue_op",
 ]
+
+# Modules the original imports at its top level; scripts can reach them through this one.
+_ORIGINAL_IMPORTS = (numbers, context, ops, random_seed)
 
 NPU_ADAPTER_OP_ATTR = _system.NPU_ADAPTER_OP_ATTR
 

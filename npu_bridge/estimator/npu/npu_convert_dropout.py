@@ -14,10 +14,15 @@ import importlib
 import numbers
 
 import tensorflow as tf
+from tensorflow.python.keras.utils import tf_utils
+from tensorflow.python.ops import array_ops, nn
 
 from npu_bridge.estimator import npu_ops
 
 __all__ = ["dropout_call"]
+
+# Modules the original imports at its top level; scripts can reach them through this one.
+_ORIGINAL_IMPORTS = (tf_utils, array_ops, nn)
 
 
 def dropout_call(self, inputs, training=None):
@@ -61,3 +66,7 @@ PATCHED_CLASSES = tuple(_dropout_classes())
 
 for _cls in PATCHED_CLASSES:
     _cls.call = dropout_call
+
+# The original module's names for the patched layer and the Keras backend.
+Dropout = PATCHED_CLASSES[0] if PATCHED_CLASSES else None
+backend = tf.compat.v1.keras.backend

@@ -24,6 +24,9 @@ tensors: forward, then the backward pass written at its own time steps); ``Dynam
 import math
 
 import tensorflow as tf
+from tensorflow.python.framework import dtypes
+from tensorflow.python.layers import base as base_layer
+from tensorflow.python.ops import array_ops, init_ops
 
 from npu_bridge._kernels.gen import gen_npu_ops
 
@@ -36,6 +39,9 @@ __all__ = [
     "DynamicRNN",
     "gen_npu_ops",
 ]
+
+# Modules the original imports at its top level; scripts can reach them through this one.
+_ORIGINAL_IMPORTS = (dtypes, base_layer, array_ops, init_ops)
 
 DYNAMIC_RNN_UNIDIRECTION = "UNIDIRECTIONAL"
 DYNAMIC_RNN_BIDIRECTION = "BIDIRECTIONAL"
