@@ -328,7 +328,7 @@ def test_gru_gradients_are_the_originals(augru):
 
     with tf.Graph().as_default() as graph:
         tensors = [tf.constant(v) for v in params]
-        seq = tf.constant(lengths)
+        seq = lengths.tolist()  # a Python list is accepted too
         if augru:
             out = npu_ops.gen_npu_ops.dynamic_augru(*tensors[:6], seq, tensors[6])
         else:

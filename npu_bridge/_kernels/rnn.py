@@ -223,6 +223,8 @@ def _lstm_op(op_type, result_type, x, w, b, seq_length, init_h, init_c, attrs, n
         if None not in (input_size, rows, cols) and rows - input_size != cols // 4:
             raise ValueError(f"{op_type}: w has {rows} rows; input size {input_size} + hidden "
                              f"size {cols // 4} = {input_size + cols // 4} expected")
+        if seq_length is not None:
+            seq_length = tf.convert_to_tensor(seq_length, name="seq_length")
         inputs = [x, w, b] + ([seq_length] if op_type == "DynamicRnn" else [])
         batch = tf.shape(x)[1]
         hidden = cols // 4 if cols is not None else tf.shape(w)[1] // 4
@@ -366,6 +368,8 @@ def _gru_op(op_type, result_type, x, weight_input, weight_hidden, weight_att, bi
             size = hidden if hidden is not None else tf.shape(w_hid)[0]
             init_h = tf.zeros(tf.stack([tf.shape(x)[1], size]), dtype=x.dtype)
         init_h = tf.convert_to_tensor(init_h, dtype=x.dtype, name="init_h")
+        if seq_length is not None:
+            seq_length = tf.convert_to_tensor(seq_length, name="seq_length")
         inputs = [x, w_in, w_hid] + ([att] if att is not None else [])
         inputs += [b_in, b_hid, seq_length, init_h]
         reverse = attrs["direction"] == REDIRECTIONAL
