@@ -1,7 +1,9 @@
 """``npu_aicore_ops`` math and dropout, and the remaining ``npu_ops`` (LARS, the fused Adam steps,
 k-means, device-only ops), each against a NumPy reference written here."""
 
+import importlib
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -11,7 +13,6 @@ from tensorflow.python.eager import context
 
 from npu_adapter.errors import DeviceOnlyError, NpuAdapterError
 from npu_bridge.estimator import npu_aicore_ops, npu_ops
-from npu_bridge.estimator.npu import npu_convert_dropout
 
 RNG = np.random.default_rng(11)
 
@@ -279,10 +280,31 @@ def test_dropout_v3_v4_noise_shape_keep_one_and_errors():
         assert 300 < np.count_nonzero(out.numpy()) < 700
 
 
-def test_keras_dropout_goes_through_the_npu_dropout():
+@pytest.fixture
+def npu_convert_dropout():
+    """Import (or re-import) the patching module and undo its patch afterwards, so Keras'
+    eager Dropout keeps working in the rest of the session."""
+    import tf_keras
+    from tensorflow.python.keras.layers import core as bundled_keras_core
+
+    originals = {cls: cls.__dict__["call"]
+                 for cls in (tf_keras.layers.Dropout, bundled_keras_core.Dropout)}
+    name = "npu_bridge.estimator.npu.npu_convert_dropout"
+    module = importlib.reload(sys.modules[name]) if name in sys.modules else \
+        importlib.import_module(name)
+    try:
+        yield module
+    finally:
+        for cls, call in originals.items():
+            cls.call = call
+
+
+def test_keras_dropout_goes_through_the_npu_dropout(npu_convert_dropout):
     import tf_keras
 
     assert tf_keras.layers.Dropout.call is npu_convert_dropout.dropout_call
+    assert set(npu_convert_dropout.PATCHED_CLASSES) >= {tf_keras.layers.Dropout}
+    assert npu_convert_dropout.Dropout is tf_keras.layers.Dropout
     with tf.Graph().as_default() as graph:
         tf.compat.v1.set_random_seed(1)
         layer = tf_keras.layers.Dropout(0.25)
@@ -420,3 +442,12 @@ def test_raw_namespace_is_shared_and_names_what_is_missing():
                        "original _tf_adapter.so that this pure-Python build does not provide"):
         ops.dynamic_rnn_grad  # noqa: B018
     assert npu_ops.DEFAULT_GRAPH_SEED == npu_aicore_ops.DEFAULT_GRAPH_SEED == 87654321
+
+
+def test_keras_dropout_is_restored_after_the_patch_test():
+    import tf_keras
+
+    layer = tf_keras.layers.Dropout(0.5)
+    # eagerly in training: the stock Keras call again (the NPU dropout refuses eager mode)
+    out = np.asarray(layer(tf.ones([200]), training=True))
+    assert set(np.unique(out)) <= {0.0, 2.0} and 0 < np.count_nonzero(out) < 200
