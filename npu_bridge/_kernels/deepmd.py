@@ -140,7 +140,7 @@ def prod_env_mat_a(coord, type, natoms, box, mesh, davg, dstd, rcut_a=0.0,
         inv_r2 = inv_r * inv_r
         value = tf.concat([(sw * inv_r)[..., None], (sw * inv_r2)[..., None] * rij], axis=-1)
         # -d value / d rij (DeePMD-kit's sign: the derivative with respect to the centre atom)
-        eye = tf.eye(3, dtype=dtype)
+        eye = tf.constant([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=dtype)
         d0 = (sw * inv_r2 * inv_r - dsw * inv_r2)[..., None] * rij  # [.., 3]
         outer = rij[..., :, None] * rij[..., None, :]
         dk = ((2.0 * outer * (inv_r2 * inv_r2)[..., None, None] - eye * inv_r2[..., None, None])
