@@ -451,3 +451,61 @@ def test_keras_dropout_is_restored_after_the_patch_test():
     # eagerly in training: the stock Keras call again (the NPU dropout refuses eager mode)
     out = np.asarray(layer(tf.ones([200]), training=True))
     assert set(np.unique(out)) <= {0.0, 2.0} and 0 < np.count_nonzero(out) < 200
+
+
+# ---- every op is built from ops of the bundled device list --------------------------------------
+
+
+def _op_list_cases():
+    from npu_bridge.tbe import npu_cube_ops, npu_vector_ops
+
+    g = npu_ops.gen_npu_ops
+    return {
+        "DynamicRnn": lambda: g.dynamic_rnn(tf.ones([3, 2, 3]), tf.ones([5, 8]), tf.ones([8]),
+                                            [3, 2], None, None),
+        "DynamicAUGRU": lambda: g.dynamic_augru(tf.ones([3, 2, 3]), tf.ones([3, 6]),
+                                                tf.ones([2, 6]), tf.ones([3, 2]), tf.ones([6]),
+                                                tf.ones([6]), [3, 2], None),
+        "BasicLSTMCell": lambda: g.basic_lstm_cell(tf.ones([2, 3]), tf.ones([2, 2]),
+                                                   tf.ones([2, 2]), tf.ones([5, 8]), tf.ones([8])),
+        "math": lambda: [npu_aicore_ops.fast_gelu_v2(tf.ones([2])),
+                         npu_aicore_ops.prelu(tf.ones([2, 3]), tf.ones([3])),
+                         npu_aicore_ops.layer_norm(tf.ones([2, 3]), tf.ones([3]), tf.ones([3]),
+                                                   1, 1),
+                         npu_aicore_ops.centralization(tf.ones([2, 3]), [1]),
+                         npu_aicore_ops.nonzero(tf.ones([2, 3])),
+                         npu_aicore_ops.nonzerowithvalue(tf.ones([2, 3]))],
+        "dropout": lambda: [npu_ops.dropout(tf.ones([4]), 0.5),
+                            npu_aicore_ops.dropout_v4(tf.ones([4]), 0.5)],
+        "LARS": lambda: [npu_ops.LARS([tf.ones([2])], [tf.ones([2])], 0.1),
+                         npu_ops.LARSV2(tf.ones([2]), tf.ones([2]), 0.1, 0.1, use_clip=True)],
+        "KMeansCentroids": lambda: npu_ops.k_means_centroids(tf.ones([4, 2]), tf.ones([2, 2]),
+                                                             tf.ones([1, 2]), tf.ones([4, 1])),
+        "DeformableConv2D": lambda: npu_cube_ops.deformable_conv2d(
+            tf.ones([1, 4, 4, 2]), tf.ones([3, 3, 2, 2]), tf.ones([1, 4, 4, 27]), [1, 1, 1, 1],
+            [1, 1, 1, 1]),
+        "Lamb": lambda: npu_vector_ops.lamb_apply_optimizer_assign(*[tf.ones([2])] * 12),
+        "ProdEnvMatA": lambda: npu_aicore_ops.prod_env_mat_a(
+            tf.ones([1, 9]), tf.zeros([1, 3], tf.int32), [3, 3, 3], tf.ones([1, 9]),
+            tf.zeros([6], tf.int32), tf.ones([1, 8]), tf.ones([1, 8]), rcut_r=1.0,
+            rcut_r_smth=0.5, sel_a=[2]),
+        "ProdForceVirial": lambda: [
+            npu_aicore_ops.prodforcesea(tf.ones([1, 8]), tf.ones([1, 24]),
+                                        tf.zeros([1, 2], tf.int32), [1, 1, 1], n_a_sel=2),
+            npu_aicore_ops.prodvirialsea(tf.ones([1, 8]), tf.ones([1, 24]), tf.ones([1, 6]),
+                                         tf.zeros([1, 2], tf.int32), [1, 1, 1], n_a_sel=2)],
+        "TabulateFusionSeA": lambda: npu_aicore_ops.tabulatefusionsea(
+            tf.ones([3, 12]), tf.constant([0.0, 1.0, 2.0, 0.5, 0.5]), tf.ones([2, 1]),
+            tf.ones([1, 2, 4]), 2),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_op_list_cases()))
+def test_ops_are_built_from_the_device_op_list(case):
+    from npu_adapter.op_support import bundled_op_support_list
+
+    supported = bundled_op_support_list()
+    with tf.Graph().as_default() as graph:
+        _op_list_cases()[case]()
+    off_list = sorted({op.type for op in graph.get_operations()} - set(supported))
+    assert off_list == []
