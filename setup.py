@@ -19,10 +19,12 @@ PACKAGES = [
     "npu_adapter.testing",
     "npu_adapter.third_party",
     "npu_bridge",
+    "npu_bridge._kernels",
     "npu_bridge.estimator",
     "npu_bridge.estimator.npu",
     "npu_bridge.hccl",
     "npu_bridge.hccl.manage",
+    "npu_bridge.tbe",
 ]
 
 setup(

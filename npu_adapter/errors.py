@@ -13,6 +13,7 @@ __all__ = [
     "PassError",
     "PipelineParseError",
     "BackendError",
+    "DeviceOnlyError",
     "RewriteError",
     "PrecisionFileError",
     "PrecisionEmulationError",
@@ -82,6 +83,20 @@ class PipelineParseError(NpuAdapterError, ValueError):
 
 class BackendError(NpuAdapterError):
     """A backend is unknown, unavailable, or cannot lower a cluster."""
+
+
+class DeviceOnlyError(BackendError):
+    """An ``npu_bridge`` API means the Ascend device itself (a device channel, RDMA, shared
+    memory, a model that only the device runtime can load), so it cannot be built on the host.
+
+    Raised when the graph is constructed, never later at run time. ``api`` names the function
+    called and ``reason`` says what on the device it needs and what to use instead.
+    """
+
+    def __init__(self, api, reason):
+        self.api = api
+        self.reason = reason
+        super().__init__(f"{api} needs the Ascend device: {reason}")
 
 
 class RewriteError(NpuAdapterError, ValueError):

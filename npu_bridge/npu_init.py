@@ -1,7 +1,7 @@
-"""``from npu_bridge.npu_init import *``: everything a TF1.15 Ascend script expects (spec §7.1).
+"""``from npu_bridge.npu_init import *``: everything a TF1.15 Ascend script expects.
 
 Star-exports the run configuration classes, ``NPUEstimator``, the hooks, the optimizers and loss
-scale managers, the modules ``npu_ops``, ``npu_scope``, ``util``, ``npu_unary_ops``,
+scale managers, the modules ``npu_ops``, ``npu_rnn``, ``npu_scope``, ``util``, ``npu_unary_ops``,
 ``hccl_ops``, the HCCL management functions, the functions of :mod:`npu_bridge._init_api`
 (``npu_config_proto``, ``init_resource``, ``npu_run_config_init``, ...), and ``tf``, ``os``,
 ``config_pb2``, ``rewriter_config_pb2``, ``RewriterConfig``, ``session``, ``session_run_hook``
@@ -15,7 +15,7 @@ eager mode. Importing :mod:`npu_bridge` alone does not change the execution mode
 
 The NPU session and the TF1 aliases are installed by importing :mod:`npu_bridge` (this module
 imports it). What the original exports but needs CANN or ``_tf_adapter.so`` and has no
-TensorFlow equivalent (``npu_rnn``, ``keras_to_npu``, ``npu_strategy``, ``npu_plugin``,
+TensorFlow equivalent (``keras_to_npu``, ``npu_strategy``, ``npu_plugin``,
 ``profiler``, ``npu_cpu_ops``, ``scoped_graph_manager``) is not exported.
 """
 
@@ -49,7 +49,7 @@ from npu_bridge._init_api import (
     shutdown_resource,
 )
 from npu_bridge.estimator import npu_ops
-from npu_bridge.estimator.npu import npu_scope, util
+from npu_bridge.estimator.npu import npu_rnn, npu_scope, util
 from npu_bridge.estimator.npu.npu_callbacks import NPUBroadcastGlobalVariablesCallback
 from npu_bridge.estimator.npu.npu_config import (
     DumpConfig,
@@ -115,7 +115,7 @@ __all__ = [
     "NPUOptimizer", "npu_allreduce", "NPULossScaleOptimizer", "FixedLossScaleManager",
     "ExponentialUpdateLossScaleManager", "npu_keras_optimizer", "npu_tf_optimizer",
     # modules
-    "npu_ops", "npu_scope", "util", "npu_unary_ops", "hccl_ops",
+    "npu_ops", "npu_rnn", "npu_scope", "util", "npu_unary_ops", "hccl_ops",
     # HCCL management
     "create_group", "destroy_group", "get_rank_size", "get_local_rank_size", "get_rank_id",
     "get_local_rank_id", "get_world_rank_from_group_rank", "get_group_rank_from_world_rank",

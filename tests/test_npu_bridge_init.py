@@ -151,8 +151,8 @@ def test_eager_mode_changes_only_with_npu_init(fresh_process):
 def test_npu_init_star_exports(fresh_process):
     assert fresh_process["exported"] == fresh_process["all"]
     for name in ("NPURunConfig", "ProfilingConfig", "MemoryConfig", "DumpConfig",
-                 "DynamicInputConfig", "ExperimentalConfig", "npu_ops", "npu_scope", "util",
-                 "hccl_ops", "npu_unary_ops", "get_rank_size", "create_group",
+                 "DynamicInputConfig", "ExperimentalConfig", "npu_ops", "npu_rnn", "npu_scope",
+                 "util", "hccl_ops", "npu_unary_ops", "get_rank_size", "create_group",
                  "npu_config_proto", "init_resource", "config_pb2", "rewriter_config_pb2",
                  "RewriterConfig", "session", "session_run_hook", "tf", "os",
                  "NPUDistributedOptimizer", "NPULossScaleOptimizer", "FixedLossScaleManager",

@@ -1,30 +1,45 @@
 """NPU op wrappers (``npu_bridge.estimator.npu_ops``) built from TensorFlow ops.
 
-The original wraps custom ops of ``_tf_adapter.so`` (spec §7.2). Here:
+The original wraps custom ops of ``_tf_adapter.so``; here every op is composed of TensorFlow ops
+(``npu_bridge._kernels``), runs on any backend and has the gradient the original registers
+(``docs/api-ops.md`` has the semantics of each):
 
 * :func:`initialize_system` / :func:`shutdown_system` (``NPUInit`` / ``NPUShutdown``) build a
   ``NoOp`` named like the original op, carrying the string attribute ``_npu_adapter_op`` =
-  ``"NPUInit"`` / ``"NPUShutdown"`` so the NPU session can recognise them. Any session can run
-  them; they raise ``RuntimeError`` in eager mode, as the original.
-* :func:`dropout` has the original's checks and the semantics of ``tf.nn.dropout`` with
-  ``rate = 1 - keep_prob``.
-* :func:`scatter_elements` (ONNX ScatterElements semantics) is built from
-  ``tf.tensor_scatter_nd_update``.
-* :func:`npu_onnx_graph_op` raises :class:`~npu_adapter.errors.BackendError`: an ONNX model only
-  runs inside a GeOp on the device.
-* The device kernels without a clear TensorFlow equivalent (``LARS``, ``LARSV2``, the outfeed
-  ops, ``basic_lstm_cell``, the fused Adam ops, ``k_means_centroids``, ``channel_get_next``)
-  raise ``NotImplementedError`` naming the op and what to use instead.
+  ``"NPUInit"`` / ``"NPUShutdown"`` so the NPU session can recognise them.
+* :func:`dropout` (``DropOutGenMask`` + ``DropOutDoMask``), :func:`LARS`, :func:`LARSV2`,
+  :func:`basic_lstm_cell`, :func:`adam_apply_one_assign`,
+  :func:`adam_apply_one_with_decay_assign` (they store their results into the variables they
+  are given), :func:`scatter_elements`, :func:`k_means_centroids`.
+* The gradient functions the original registers for its RNN ops, :func:`dynamic_rnn_grad`,
+  :func:`dynamic_rnn_v2_grad`, :func:`dynamic_gru_v2_grad`, :func:`dynamic_augru_grad` and
+  :func:`basic_lstm_cell_grad`, take the ``.op`` of an output of our op wrapper (or its
+  :class:`~npu_bridge._kernels.common.NpuOpRecord`) and return what the original returns.
+  TensorFlow's own ``tf.gradients`` through those ops already gives the same values.
+* The outfeed ops, :func:`channel_get_next` and :func:`npu_onnx_graph_op` mean the device
+  itself and raise :class:`~npu_adapter.errors.DeviceOnlyError` when they are built.
+
+As in the original, ``NPUInit``, ``NPUShutdown``, ``dropout``, ``LARS``, ``LARSV2``,
+``basic_lstm_cell``, the Adam ops and ``k_means_centroids`` raise ``RuntimeError`` in eager mode.
 """
 
 import numbers
 
 import tensorflow as tf
-from tensorflow.core.framework import attr_value_pb2
+from tensorflow.python.eager import context
+from tensorflow.python.framework import ops, random_seed
 
-from npu_adapter.errors import BackendError
+from npu_bridge._kernels import array as _array
+from npu_bridge._kernels import kmeans as _kmeans
+from npu_bridge._kernels import optim as _optim
+from npu_bridge._kernels import random as _random
+from npu_bridge._kernels import rnn as _rnn
+from npu_bridge._kernels import system as _system
+from npu_bridge._kernels.common import DEFAULT_GRAPH_SEED, check_graph_mode
+from npu_bridge._kernels.gen import gen_npu_ops
 
 __all__ = [
+    "DEFAULT_GRAPH_SEED",
     "NPU_ADAPTER_OP_ATTR",
     "LARS",
     "LARSV2",
@@ -33,8 +48,14 @@ __all__ = [
     "adam_apply_one_assign",
     "adam_apply_one_with_decay_assign",
     "basic_lstm_cell",
+    "basic_lstm_cell_grad",
     "channel_get_next",
     "dropout",
+    "dynamic_augru_grad",
+    "dynamic_gru_v2_grad",
+    "dynamic_rnn_grad",
+    "dynamic_rnn_v2_grad",
+    "gen_npu_ops",
     "initialize_system",
     "k_means_centroids",
     "npu_onnx_graph_op",
@@ -45,31 +66,22 @@ __all__ = [
     "stop_outfeed_dequeue_op",
 ]
 
-NPU_ADAPTER_OP_ATTR = "_npu_adapter_op"
-"""String attribute that marks the ``NoOp`` standing in for an NPU system op."""
+# Modules the original imports at its top level; scripts can reach them through this one.
+_ORIGINAL_IMPORTS = (numbers, context, ops, random_seed)
 
-
-def _check_graph_mode(api):
-    if tf.executing_eagerly():
-        raise RuntimeError(f"{api}() is not compatible with eager execution.")
-
-
-def _marker_op(op_type, name):
-    op = tf.no_op(name=name or op_type)
-    op._set_attr(NPU_ADAPTER_OP_ATTR, attr_value_pb2.AttrValue(s=op_type.encode("ascii")))
-    return op
+NPU_ADAPTER_OP_ATTR = _system.NPU_ADAPTER_OP_ATTR
 
 
 def NPUInit(name=None):
     """The NPU system initialisation op (a marked ``NoOp`` named ``NPUInit`` by default)."""
-    _check_graph_mode("tf.NPUInit")
-    return _marker_op("NPUInit", name)
+    check_graph_mode("tf.NPUInit")
+    return _system.npu_init(name)
 
 
 def NPUShutdown(name=None):
     """The NPU system shutdown op (a marked ``NoOp`` named ``NPUShutdown`` by default)."""
-    _check_graph_mode("tf.NPUShutdown")
-    return _marker_op("NPUShutdown", name)
+    check_graph_mode("tf.NPUShutdown")
+    return _system.npu_shutdown(name)
 
 
 def initialize_system(name=None):
@@ -82,141 +94,110 @@ def shutdown_system(name=None):
     return NPUShutdown(name)
 
 
-def dropout(x, keep_prob, noise_shape=None, seed=None, name=None):
-    """Dropout with keep probability ``keep_prob``: ``tf.nn.dropout(x, rate=1 - keep_prob)``.
-
-    Kept elements are scaled by ``1 / keep_prob``. As in the original: graph mode only
-    (``RuntimeError`` in eager mode), ``x`` must be floating point, a Python ``keep_prob`` must be
-    in (0, 1] (``ValueError``) and ``keep_prob == 1`` returns ``x`` unchanged. A tensor
-    ``keep_prob`` must be a scalar. The original draws the mask with the NPU ops
-    ``DropOutGenMask``/``DropOutDoMask``; the random stream differs, the distribution does not.
-    """
-    _check_graph_mode("npu_ops.dropout")
-    x = tf.convert_to_tensor(x, name="x")
-    if not x.dtype.is_floating:
-        raise ValueError(f"x must be a floating point tensor. Got a {x.dtype.name} tensor "
-                         "instead.")
-    if isinstance(keep_prob, bool):
-        raise ValueError(f"keep_prob must be a float value or a scalar tensor in the range "
-                         f"(0, 1], got {keep_prob!r}")
-    if isinstance(keep_prob, numbers.Real):
-        if not 0 < keep_prob <= 1.0:
-            raise ValueError("keep_prob must be a float value or a scalar tensor in the range "
-                             f"(0, 1], got {keep_prob:g}")
-        if keep_prob == 1.0:
-            return x
-    with tf.name_scope(name or "dropout"):
-        keep = tf.convert_to_tensor(keep_prob, dtype=x.dtype, name="keep_prob")
-        if keep.shape.rank is not None and keep.shape.rank != 0:
-            raise ValueError(f"keep_prob must be a scalar tensor, got shape {keep.shape}")
-        return tf.nn.dropout(x, rate=1.0 - keep, noise_shape=noise_shape, seed=seed)
-
-
-def scatter_elements(data, indices, updates, axis=0, name=None):
-    """ONNX ScatterElements: a copy of ``data`` where, for every position ``p`` of ``indices``,
-    the element at ``p`` with coordinate ``axis`` replaced by ``indices[p]`` is ``updates[p]``.
-
-    ``indices`` and ``updates`` have the same shape and the rank of ``data``; negative indices
-    count from the end of ``axis``. With duplicate indices the written value is unspecified, as
-    in ONNX.
-    """
-    with tf.name_scope(name or "ScatterElements"):
-        data = tf.convert_to_tensor(data, name="data")
-        indices = tf.convert_to_tensor(indices, name="indices")
-        updates = tf.convert_to_tensor(updates, dtype=data.dtype, name="updates")
-        if indices.dtype not in (tf.int32, tf.int64):
-            raise ValueError(f"scatter_elements: indices must be int32 or int64, got "
-                             f"{indices.dtype.name}")
-        rank = data.shape.rank
-        if rank is None:
-            raise ValueError("scatter_elements: the rank of data must be known")
-        for what, tensor in (("indices", indices), ("updates", updates)):
-            if tensor.shape.rank is not None and tensor.shape.rank != rank:
-                raise ValueError(f"scatter_elements: {what} must have the rank of data ({rank}),"
-                                 f" got shape {tensor.shape}")
-        if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
-            raise ValueError(f"scatter_elements: axis={axis!r} is out of range for rank {rank}")
-        axis %= rank
-        index_shape = tf.shape(indices, out_type=indices.dtype)
-        grids = tf.meshgrid(*[tf.range(index_shape[d]) for d in range(rank)], indexing="ij")
-        size = tf.shape(data, out_type=indices.dtype)[axis]
-        grids[axis] = tf.where(indices < 0, indices + size, indices)
-        return tf.tensor_scatter_nd_update(data, tf.stack(grids, axis=-1), updates)
-
-
-def npu_onnx_graph_op(inputs, tout, model_path, name=None):
-    """Run an ONNX model (op ``NpuOnnxGraphOp``): needs the cann backend (``BackendError``)."""
-    raise BackendError(
-        "NpuOnnxGraphOp needs the cann backend (an ONNX model runs inside a GeOp on the device); "
-        "on the CPU reference, replace it by the equivalent TensorFlow computation "
-        f"(model_path={model_path!r})")
-
-
-def _not_implemented(function, op_type, instead):
-    raise NotImplementedError(
-        f"npu_ops.{function} builds the NPU custom op {op_type} of _tf_adapter.so, which this "
-        f"pure-Python build does not provide; {instead}")
-
-
 def LARS(inputs_w, inputs_g, weight_decay, hyperpara=0.001, epsilon=0.00001, name=None):
-    """NPU LARS kernel (``LarsV2``): not provided (``NotImplementedError``)."""
-    _not_implemented("LARS", "LarsV2", "compute the layer-wise trust ratio with TensorFlow ops "
-                     "(tf.norm of weights and gradients) and scale the gradients yourself")
+    """Layer-wise adaptive rate scaling of a list of gradients (op ``LARS``): for each weight
+    ``w`` and gradient ``g``, ``coeff * (g + weight_decay * w)`` with
+    ``coeff = hyperpara * |w| / (|g| + weight_decay * |w| + epsilon)``. Returns the list."""
+    check_graph_mode("tf.LARS")
+    return _optim.lars(inputs_w, inputs_g, weight_decay, hyperpara, epsilon, name)
 
 
 def LARSV2(input_weight, input_grad, weight_decay, learning_rate, hyperpara=0.001,
            epsilon=0.00001, use_clip=False, name=None):
-    """NPU LARS kernel (``LarsV2Update``): not provided (``NotImplementedError``)."""
-    _not_implemented("LARSV2", "LarsV2Update", "compute the layer-wise trust ratio with "
-                     "TensorFlow ops (tf.norm of weights and gradients)")
+    """:func:`LARS` for one tensor (op ``LarsV2``); with ``use_clip`` the coefficient is
+    ``clip(coeff / learning_rate, 0, 1)``."""
+    check_graph_mode("tf.LARSV2")
+    return _optim.lars_v2(input_weight, input_grad, weight_decay, learning_rate, hyperpara,
+                          epsilon, use_clip, name)
 
 
 def outfeed_dequeue_op(channel_name, output_types, output_shapes, name=None):
-    """Device outfeed channel (``OutfeedDequeueOp``): not provided."""
-    _not_implemented("outfeed_dequeue_op", "OutfeedDequeueOp", "fetch the tensors with "
-                     "Session.run or tf.print them; there is no device channel on the host")
+    """Device outfeed channel (``OutfeedDequeueOp``): ``DeviceOnlyError``."""
+    return _system.outfeed_dequeue_op(channel_name, output_types, output_shapes, name)
 
 
 def outfeed_enqueue_op(channel_name, inputs, name=None):
-    """Device outfeed channel (``OutfeedEnqueueOp``): not provided."""
-    _not_implemented("outfeed_enqueue_op", "OutfeedEnqueueOp", "fetch the tensors with "
-                     "Session.run or tf.print them; there is no device channel on the host")
+    """Device outfeed channel (``OutfeedEnqueueOp``): ``DeviceOnlyError``."""
+    return _system.outfeed_enqueue_op(inputs, channel_name, name)
 
 
 def stop_outfeed_dequeue_op(channel_name, name=None):
-    """Device outfeed channel (``StopOutfeedDequeueOp``): not provided."""
-    _not_implemented("stop_outfeed_dequeue_op", "StopOutfeedDequeueOp",
-                     "there is no device outfeed channel to stop")
+    """Device outfeed channel (``StopOutfeedDequeueOp``): ``DeviceOnlyError``."""
+    return _system.stop_outfeed_dequeue_op(channel_name, name)
+
+
+def dropout(x, keep_prob, noise_shape=None, seed=None, name=None):
+    """Dropout with keep probability ``keep_prob`` (ops ``DropOutGenMask`` + ``DropOutDoMask``).
+
+    Kept elements are scaled by ``1 / keep_prob``; ``noise_shape`` broadcasts the mask as in
+    ``tf.nn.dropout``. As in the original: graph mode only (``RuntimeError`` in eager mode),
+    ``x`` must be floating point, a Python ``keep_prob`` must be in (0, 1] (``ValueError``) and
+    ``keep_prob == 1`` returns ``x`` unchanged; a tensor ``keep_prob`` must be a scalar. With a
+    graph or op seed the masks are the same in every session (see ``docs/api-ops.md``).
+    """
+    check_graph_mode("npu_ops.dropout")
+    x = _random.check_dropout_args("dropout", x, keep_prob)
+    if not isinstance(keep_prob, (tf.Tensor, tf.Variable)) and keep_prob == 1.0:
+        return x
+    return _random.dropout_with_mask(x, keep_prob, noise_shape, seed, name or "dropout",
+                                     _random.drop_out_gen_mask, _random.drop_out_do_mask)
 
 
 def basic_lstm_cell(x, h, c, w, b, keep_prob, forget_bias, state_is_tuple, activation,
                     name=None):
-    """Fused NPU LSTM cell (``BasicLSTMCell``): not provided."""
-    _not_implemented("basic_lstm_cell", "BasicLSTMCell",
-                     "use tf.compat.v1.nn.rnn_cell.BasicLSTMCell")
+    """One fused LSTM step (op ``BasicLSTMCell``): returns ``(ct, ht, it, jt, ft, ot, tanhct)``
+    for the inputs ``x [B, I]``, state ``h``/``c`` ``[B, H]``, weight ``w [I + H, 4H]`` (gates
+    ``i, j, f, o``) and bias ``b [4H]``."""
+    check_graph_mode("tf.basic_lstm_cell")
+    return _rnn.basic_lstm_cell(x, h, c, w, b, keep_prob, forget_bias, state_is_tuple,
+                                activation, name)
+
+
+basic_lstm_cell_grad = _rnn.basic_lstm_cell_grad
+dynamic_rnn_grad = _rnn.dynamic_rnn_grad
+dynamic_rnn_v2_grad = _rnn.dynamic_rnn_v2_grad
+dynamic_gru_v2_grad = _rnn.dynamic_gru_v2_grad
+dynamic_augru_grad = _rnn.dynamic_augru_grad
 
 
 def adam_apply_one_assign(input0, input1, input2, input3, input4, mul0_x, mul1_x, mul2_x,
                           mul3_x, add2_y, name=None):
-    """Fused NPU Adam step (``AdamApplyOneAssign``): not provided."""
-    _not_implemented("adam_apply_one_assign", "AdamApplyOneAssign",
-                     "use tf.compat.v1.train.AdamOptimizer")
+    """One fused Adam step stored in place (op ``AdamApplyOneAssign``); ``input1`` (v),
+    ``input2`` (m) and ``input3`` (the weight) must be variables or reads of variables. Returns
+    the operation."""
+    check_graph_mode("tf.adam_apply_one_assign")
+    return _optim.adam_apply_one_assign(input0, input1, input2, input3, input4, mul0_x, mul1_x,
+                                        mul2_x, mul3_x, add2_y, name)
 
 
 def adam_apply_one_with_decay_assign(input0, input1, input2, input3, input4, mul0_x, mul1_x,
                                      mul2_x, mul3_x, mul4_x, add2_y, name=None):
-    """Fused NPU AdamW step (``AdamApplyOneWithDecayAssign``): not provided."""
-    _not_implemented("adam_apply_one_with_decay_assign", "AdamApplyOneWithDecayAssign",
-                     "use tf.compat.v1.train.AdamOptimizer with explicit weight decay")
+    """:func:`adam_apply_one_assign` with decoupled weight decay ``mul4_x`` (op
+    ``AdamApplyOneWithDecayAssign``)."""
+    check_graph_mode("tf.adam_apply_one_with_decay_assign")
+    return _optim.adam_apply_one_with_decay_assign(input0, input1, input2, input3, input4,
+                                                   mul0_x, mul1_x, mul2_x, mul3_x, mul4_x,
+                                                   add2_y, name)
+
+
+scatter_elements = _array.scatter_elements
 
 
 def k_means_centroids(x, y, sum_square_y, sum_square_x, use_actual_distance=False, name=None):
-    """NPU k-means step (``KMeansCentroids``): not provided."""
-    _not_implemented("k_means_centroids", "KMeansCentroids",
-                     "compute the distances and centroid sums with TensorFlow ops")
+    """One k-means assignment step (op ``KMeansCentroids``, or ``KMeansCentroidsV2`` when
+    ``sum_square_x`` is None): returns ``(segment_sum, segment_count, kmean_total_sum)``.
+    As in the original, ``use_actual_distance`` follows whether ``sum_square_x`` is given."""
+    check_graph_mode("tf.k_means_centroids")
+    if sum_square_x is not None:
+        return _kmeans.k_means_centroids(x, y, sum_square_y, sum_square_x, True, name)
+    return _kmeans.k_means_centroids_v2(x, y, sum_square_y, False, name)
+
+
+def npu_onnx_graph_op(inputs, tout, model_path, name=None):
+    """Run an ONNX model (op ``NpuOnnxGraphOp``): ``DeviceOnlyError``."""
+    return _system.npu_onnx_graph_op(inputs, tout, model_path, name)
 
 
 def channel_get_next(channel_name, output_types, output_shapes):
-    """Device data channel (``GetNext`` on a channel): not provided."""
-    _not_implemented("channel_get_next", "GetNext (channel)",
-                     "read the data with a tf.data iterator's get_next()")
+    """Read from a device data channel (``GetNext``): ``DeviceOnlyError``."""
+    return _system.get_next(output_types, output_shapes, channel_name)
