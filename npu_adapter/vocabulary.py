@@ -50,6 +50,9 @@ CLUSTER_GEAR_PATTERNS_ATTR = "_npu_adapter_gear_patterns"
 GEAR_POLICY_ATTR = "_npu_adapter_gear_policy"
 # Attrs naming the function a cluster node calls, before (GeOp) and after lowering.
 CLUSTER_FUNCTION_ATTRS = ("function", "f")
+# On a lowered cluster node that calls a wrapper (the cann backend's call into its runtime):
+# the cluster's own FunctionDef, which lists its members.
+CLUSTER_BODY_ATTR = "_npu_adapter_cluster_function"
 # Op types a cluster node has: GeOp before lowering, a function call after.
 CLUSTER_NODE_OPS = frozenset({GEOP_OP, "StatefulPartitionedCall", "PartitionedCall"})
 # Suffix of a cluster function's per-gear copy: ``<cluster>_gear_<k>``.
@@ -78,6 +81,8 @@ REASON_DESCRIPTIONS = {
     "function_not_supported": "calls or references a function with an unsupported op",
     "state_owner": "owns state (variable, queue, iterator, table) that stays with the session",
     "graph_input": "Placeholder: a graph input fed by the session",
+    "v1_control_flow": "TF v1 control flow (Switch/Merge/Enter/Exit/...): ATC converts only "
+                       "functional control flow, so the cann backend keeps it on the host",
     "variable_placement_host": "variable_placement is Host",
     "unsupported_resource": "resource input not produced by a VarHandleOp (mix mode)",
     "const_without_device_consumer": "Const that feeds no device op",
@@ -109,3 +114,6 @@ REASON_DATASET_OP = "dataset_op"
 REASON_CONST_NOT_SUPPORTED_HERE = "const_not_supported_here"
 REASON_ARG_RETVAL = "arg_retval"
 REASON_STRING_JOIN = "string_join"
+REASON_GRAPH_INPUT = "graph_input"
+REASON_STATE_OWNER = "state_owner"
+REASON_V1_CONTROL_FLOW = "v1_control_flow"

@@ -436,6 +436,10 @@ _SPECS = [
     _opt(OUR_PREFIX + "isolate_clusters", "b", False, "npu_adapter",
          "CPU reference: never inline cluster functions (keeps the device boundary at run time; "
          "numbers may then differ from plain TF by rounding)", ours=True, stamped=False),
+    _opt(OUR_PREFIX + "compile_cache_max_mb", "i", 10240, "npu_adapter",
+         "size bound of the graph_compiler_cache_dir entries of a backend, in MiB (least "
+         "recently used entries are removed); 0 = unbounded",
+         allowed="an integer >= 0", validator=_at_least(0), ours=True, stamped=False),
     _opt(OUR_PREFIX + "backend", "s", "cpu", "npu_adapter",
          "backend that runs the clusters (cpu, xla, cann or a registered one)",
          allowed="a registered backend name", validator=_check_backend,
