@@ -36,6 +36,7 @@ __all__ = [
     "build_atc_command",
     "format_input_shape",
     "parse_atc_failure",
+    "require_soc",
     "run_atc",
 ]
 
@@ -121,21 +122,27 @@ class AtcOptions:
                 "flags": [[flag, files.get(flag, value)] for flag, value in self.flags]}
 
 
-def atc_options_from_config(config, environ=None, soc_version=None):
-    """The :class:`AtcOptions` of ``config`` (an ``NpuConfig``).
-
-    ``soc_version`` defaults to the ``soc_config`` option, then ``$SOC_VERSION``.
-
-    Raises:
-        CannConfigError: no SoC is configured, or a file option names no readable file.
-    """
-    env = os.environ if environ is None else environ
-    soc = soc_version or getattr(config, "soc_config", "") or env.get("SOC_VERSION", "")
-    if not soc:
+def require_soc(soc_version):
+    """``soc_version``, or :class:`CannConfigError` saying how to set it when it is empty."""
+    if not soc_version:
         raise CannConfigError(
             "soc_config", "", "the SoC the model is compiled for, e.g. 'Ascend310P3' or "
             "'Ascend910B1' (the Name of `npu-smi info` prefixed with 'Ascend'); or set the "
             "SOC_VERSION environment variable")
+    return soc_version
+
+
+def atc_options_from_config(config, environ=None, soc_version=None):
+    """The :class:`AtcOptions` of ``config`` (an ``NpuConfig``).
+
+    ``soc_version`` defaults to the ``soc_config`` option, then ``$SOC_VERSION``; it may stay
+    empty here (a rewrite needs no SoC) — compiling then raises (:func:`require_soc`).
+
+    Raises:
+        CannConfigError: a file option names no readable file.
+    """
+    env = os.environ if environ is None else environ
+    soc = soc_version or getattr(config, "soc_config", "") or env.get("SOC_VERSION", "")
     flags, digests = [], []
     for rule in OPTION_FLAGS:
         if not config.is_set(rule.option):
@@ -188,7 +195,7 @@ def build_atc_command(atc, model, output, options, *, inputs, gears=None, out_no
         keep_dtype_file: the ``--keep_dtype`` file, or None.
     """
     command = [atc, "--mode=0", "--framework=3", f"--model={model}", f"--output={output}",
-               f"--soc_version={options.soc_version}"]
+               f"--soc_version={require_soc(options.soc_version)}"]
     if inputs:
         command.append(f"--input_shape={format_input_shape(inputs)}")
     if gears:
