@@ -63,3 +63,31 @@ def install(root):
 
     fakes.acl = acl
     return fakes
+
+
+def compile_om(directory, *, gears=None, soc="Ascend310P3", batch=2):
+    """Compile a small model with the fake ``atc`` on PATH: ``y = x * 2 + 1`` with ``x`` of
+    shape ``(batch, 4)``, or ``(-1, 4)`` with ``gears`` (batch sizes). Returns the .om path."""
+    import tensorflow as tf
+
+    from npu_adapter.backends.cann.atc import AtcOptions, build_atc_command, run_atc
+    from npu_adapter.backends.cann.toolkit import detect
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
+        tf.identity(x * 2.0 + 1.0, name="y")
+    directory = str(directory)
+    os.makedirs(directory, exist_ok=True)
+    pb = os.path.join(directory, "model.pb")
+    with open(pb, "wb") as f:
+        f.write(graph.as_graph_def().SerializeToString())
+    toolkit = detect()
+    stem = os.path.join(directory, "model")
+    command = build_atc_command(
+        toolkit.require_atc(), pb, stem, AtcOptions(soc),
+        inputs=[("x", (-1 if gears else batch, 4))],
+        gears=[(g,) for g in gears] if gears else None, out_nodes=["y:0"])
+    run_atc(command, cwd=directory, env=toolkit.environment(), om_path=stem + ".om",
+            what="test model")
+    return stem + ".om"
