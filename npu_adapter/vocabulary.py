@@ -81,6 +81,8 @@ REASON_DESCRIPTIONS = {
     "function_not_supported": "calls or references a function with an unsupported op",
     "state_owner": "owns state (variable, queue, iterator, table) that stays with the session",
     "graph_input": "Placeholder: a graph input fed by the session",
+    "string_tensor": "reads or produces a string tensor, which an ATC model cannot take or "
+                     "return (cann backend)",
     "v1_control_flow": "TF v1 control flow (Switch/Merge/Enter/Exit/...): ATC converts only "
                        "functional control flow, so the cann backend keeps it on the host",
     "variable_placement_host": "variable_placement is Host",
@@ -117,3 +119,4 @@ REASON_STRING_JOIN = "string_join"
 REASON_GRAPH_INPUT = "graph_input"
 REASON_STATE_OWNER = "state_owner"
 REASON_V1_CONTROL_FLOW = "v1_control_flow"
+REASON_STRING_TENSOR = "string_tensor"

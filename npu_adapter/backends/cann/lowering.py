@@ -20,7 +20,7 @@ pure function of its input. The cluster's own FunctionDef stays in the library (
 session's gear routing working). Output dtypes are the node's ``Tout``.
 """
 
-from tensorflow.core.framework import function_pb2
+from tensorflow.core.framework import function_pb2, types_pb2
 
 from npu_adapter.backends.base import Backend
 from npu_adapter.backends.cann.freeze import V1_CONTROL_FLOW_OPS, freeze_cluster
@@ -38,6 +38,7 @@ from npu_adapter.vocabulary import (
     GEOP_OP,
     REASON_GRAPH_INPUT,
     REASON_STATE_OWNER,
+    REASON_STRING_TENSOR,
     REASON_SUPPORTED,
     REASON_V1_CONTROL_FLOW,
 )
@@ -116,12 +117,31 @@ def lower_for_cann(graph_def, clusters, config):
     return out
 
 
+def _touches_strings(node_def, op_def):
+    """Whether the node reads or produces a DT_STRING tensor (from its OpDef and type attrs)."""
+    if op_def is None:
+        return False
+    defaults = {a.name: a.default_value for a in op_def.attr if a.HasField("default_value")}
+    for arg in list(op_def.input_arg) + list(op_def.output_arg):
+        if arg.type == types_pb2.DT_STRING:
+            return True
+        if arg.type_attr:
+            value = node_def.attr.get(arg.type_attr) or defaults.get(arg.type_attr)
+            if value is not None and value.type == types_pb2.DT_STRING:
+                return True
+        elif arg.type_list_attr:
+            value = node_def.attr.get(arg.type_list_attr) or defaults.get(arg.type_list_attr)
+            if value is not None and types_pb2.DT_STRING in value.list.type:
+                return True
+    return False
+
+
 class CannBackend(Backend):
     """Clusters compiled by ATC into ``.om`` models and run with pyACL."""
 
     name = "cann"
     keeps_state_on_host = True
-    per_op_node_support = True
+    per_op_node_support = False  # string tensors depend on the node's type attrs
     hoist_constants_bytes = None  # weights go into the model, as in a frozen .pb
 
     def supports_node(self, node_def, op_def):
@@ -129,8 +149,11 @@ class CannBackend(Backend):
             return False, REASON_GRAPH_INPUT
         if node_def.op in V1_CONTROL_FLOW_OPS:
             return False, REASON_V1_CONTROL_FLOW
-        if is_state_owner(op_def if op_def is not None else op_def_for(node_def.op)):
+        op_def = op_def if op_def is not None else op_def_for(node_def.op)
+        if is_state_owner(op_def):
             return False, REASON_STATE_OWNER
+        if _touches_strings(node_def, op_def):
+            return False, REASON_STRING_TENSOR
         return True, REASON_SUPPORTED
 
     def lower(self, graph_def, clusters, ctx):
