@@ -25,9 +25,15 @@ class CannFakes:
     def write_atc(self):
         os.makedirs(self.bin, exist_ok=True)
         script = os.path.join(FAKES, "fake_atc.py")
-        # The real atc is a shell wrapper around atc.bin; this one wraps the fake.
+        # The real atc is a shell wrapper around atc.bin; this one wraps the fake. An existing
+        # wrapper is left alone: its identity (path, size, time) is part of the cache key.
+        text = f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$@"\n'
+        if os.path.exists(self.atc):
+            with open(self.atc, encoding="utf-8") as f:
+                if f.read() == text:
+                    return
         with open(self.atc, "w", encoding="utf-8") as f:
-            f.write(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$@"\n')
+            f.write(text)
         os.chmod(self.atc, os.stat(self.atc).st_mode | stat.S_IXUSR | stat.S_IXGRP)
 
     def atc_calls(self):

@@ -14,8 +14,8 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from cann_fakes import compile_om
+
 from npu_adapter.backends.cann import AclError, shutdown
 from npu_adapter.session import NpuSession, plain_session_class
 
@@ -152,9 +152,9 @@ def test_teardown_on_error(cann_fakes, call, code):
     acl = cann_fakes.acl
     acl.fake.fail[call] = code
     graph, config = _graph(), _config(gears=call == "acl.mdl.set_input_dynamic_dims")
-    with pytest.raises(tf.errors.OpError, match=f"{call} returned {code} {NAMES[code]}"):
-        with NpuSession(graph=graph, config=config) as sess:
-            sess.run("y:0", {"x:0": np.ones((2, 4), np.float32)})
+    with pytest.raises(tf.errors.OpError, match=f"{call} returned {code} {NAMES[code]}"), \
+            NpuSession(graph=graph, config=config) as sess:
+        sess.run("y:0", {"x:0": np.ones((2, 4), np.float32)})
     leaks = acl.fake.leaks()
     if (call, code) in LOAD_FAILURES:
         # A model that failed to load leaves nothing behind but the process's context.

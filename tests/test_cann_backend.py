@@ -277,9 +277,9 @@ def test_compile_failure_reaches_the_run_and_the_stats(cann_fakes, monkeypatch):
     monkeypatch.setenv("FAKE_ATC_FAIL", "internal")
     graph = _dense_graph()
     config = _with_backend(_gear_config())
-    with pytest.raises(tf.errors.OpError, match="AtcError.*E19999: Internal Error"):
-        with NpuSession(graph=graph, config=config) as sess:
-            sess.run("z:0", {"x:0": np.ones((2, 4), np.float32)})
+    with pytest.raises(tf.errors.OpError, match="AtcError.*E19999: Internal Error"), \
+            NpuSession(graph=graph, config=config) as sess:
+        sess.run("z:0", {"x:0": np.ones((2, 4), np.float32)})
     (runtime,) = runtimes()
     (status,) = runtime.stats().clusters.values()
     assert status["status"] == "failed" and "E19999" in status["last_error"]
@@ -291,6 +291,8 @@ def test_missing_soc_fails_at_compile_time_with_a_named_error(cann_fakes, monkey
     graph = _dense_graph()
     config = _with_backend(_gear_config())
     with NpuSession(graph=graph, config=config) as sess:  # rewriting needs no SoC
+        result = sess.npu_rewrite_result("z:0", {"x:0": np.ones((2, 4), np.float32)})
+        assert len(result.clusters) == 1
         with pytest.raises(tf.errors.OpError, match="soc_config.*SOC_VERSION"):
             sess.run("z:0", {"x:0": np.ones((2, 4), np.float32)})
 
