@@ -302,16 +302,16 @@ def convert_to_savedmodel(model, out, config, *, backend="cpu"):
     feeds = [t for _, t in model.inputs]
     result = rewrite(model.graph_def, config, fetches=fetches, feeds=feeds, backend=backend)
     graph = tf.Graph()
-    with graph.as_default():
-        tf.graph_util.import_graph_def(result.graph_def, name="")
-    inputs = {key: graph.get_tensor_by_name(result.feed_map.get(t, t)) for key, t in model.inputs}
-    outputs = {key: graph.get_tensor_by_name(result.tensor_map.get(t, t))
-               for key, t in model.outputs}
-    signature = tf.compat.v1.saved_model.predict_signature_def(inputs, outputs)
     staging = tempfile.mkdtemp(prefix=".npu_adapter_savedmodel-", dir=parent)
     target = os.path.join(staging, "model")
     try:
-        with plain_session_class()(graph=graph) as sess:
+        with graph.as_default(), plain_session_class()(graph=graph) as sess:
+            tf.graph_util.import_graph_def(result.graph_def, name="")
+            inputs = {key: graph.get_tensor_by_name(result.feed_map.get(t, t))
+                      for key, t in model.inputs}
+            outputs = {key: graph.get_tensor_by_name(result.tensor_map.get(t, t))
+                       for key, t in model.outputs}
+            signature = tf.compat.v1.saved_model.predict_signature_def(inputs, outputs)
             builder = tf.compat.v1.saved_model.Builder(target)
             builder.add_meta_graph_and_variables(
                 sess, [tf.compat.v1.saved_model.tag_constants.SERVING],
