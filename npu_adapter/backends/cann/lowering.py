@@ -140,13 +140,15 @@ class CannBackend(Backend):
     """Clusters compiled by ATC into ``.om`` models and run with pyACL."""
 
     name = "cann"
+    # The per-session runtime on the common interface (npu_adapter.backends.runtime).
+    runtime_class = "npu_adapter.backends.cann.session_runtime:CannBackendRuntime"
     keeps_state_on_host = True
     per_op_node_support = False  # string tensors depend on the node's type attrs
     hoist_constants_bytes = None  # weights go into the model, as in a frozen .pb
 
     def supports_node(self, node_def, op_def):
-        if node_def.op == "Placeholder":
-            return False, REASON_GRAPH_INPUT
+        if node_def.op in ("Placeholder", "PlaceholderWithDefault"):
+            return False, REASON_GRAPH_INPUT  # fed by the session (a default is used unfed)
         if node_def.op in V1_CONTROL_FLOW_OPS:
             return False, REASON_V1_CONTROL_FLOW
         op_def = op_def if op_def is not None else op_def_for(node_def.op)

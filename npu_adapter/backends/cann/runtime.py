@@ -182,6 +182,7 @@ class CannRuntime:
         self._work_dir = None
         self._acl = None
         self._dumped = []        # model names given to set_dump so far
+        self._users = 0          # sessions holding this runtime (acquire / release)
 
     # ------------------------------------------------------------------ bookkeeping
     def _cluster(self, name):
@@ -400,6 +401,19 @@ class CannRuntime:
             if chosen is not None:
                 st["gears"][chosen] = st["gears"].get(chosen, 0) + 1
         return results
+
+    def acquire(self):
+        """Note one more user (a session) of this runtime."""
+        with self._lock:
+            self._users += 1
+
+    def release(self):
+        """One user is done; the last one unloads the models (:meth:`close`)."""
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            last = self._users == 0
+        if last:
+            self.close()
 
     def close(self):
         """Unload every model of this runtime (they are loaded again on the next run)."""
