@@ -8,6 +8,7 @@ PACKAGES = [
     "npu_adapter",
     "npu_adapter.config",
     "npu_adapter.backends",
+    "npu_adapter.backends.cann",
     "npu_adapter.backends.cpu",
     "npu_adapter.cli",
     "npu_adapter.graph",

@@ -50,6 +50,9 @@ CLUSTER_GEAR_PATTERNS_ATTR = "_npu_adapter_gear_patterns"
 GEAR_POLICY_ATTR = "_npu_adapter_gear_policy"
 # Attrs naming the function a cluster node calls, before (GeOp) and after lowering.
 CLUSTER_FUNCTION_ATTRS = ("function", "f")
+# On a lowered cluster node that calls a wrapper (the cann backend's call into its runtime):
+# the cluster's own FunctionDef, which lists its members.
+CLUSTER_BODY_ATTR = "_npu_adapter_cluster_function"
 # Op types a cluster node has: GeOp before lowering, a function call after.
 CLUSTER_NODE_OPS = frozenset({GEOP_OP, "StatefulPartitionedCall", "PartitionedCall"})
 # Suffix of a cluster function's per-gear copy: ``<cluster>_gear_<k>``.
@@ -81,6 +84,10 @@ REASON_DESCRIPTIONS = {
     "function_not_supported": "calls or references a function with an unsupported op",
     "state_owner": "owns state (variable, queue, iterator, table) that stays with the session",
     "graph_input": "Placeholder: a graph input fed by the session",
+    "string_tensor": "reads or produces a string tensor, which an ATC model cannot take or "
+                     "return (cann backend)",
+    "v1_control_flow": "TF v1 control flow (Switch/Merge/Enter/Exit/...): ATC converts only "
+                       "functional control flow, so the cann backend keeps it on the host",
     "variable_placement_host": "variable_placement is Host",
     "unsupported_resource": "resource input not produced by a VarHandleOp (mix mode)",
     "const_without_device_consumer": "Const that feeds no device op",
@@ -135,3 +142,7 @@ PRECISION_REASON_DESCRIPTIONS = {
     "not_reducible": "never retyped (Cast, constant, control flow, stateful or resource op, "
                      "function call)",
 }
+REASON_GRAPH_INPUT = "graph_input"
+REASON_STATE_OWNER = "state_owner"
+REASON_V1_CONTROL_FLOW = "v1_control_flow"
+REASON_STRING_TENSOR = "string_tensor"

@@ -41,3 +41,28 @@ register_backend("original_like", OriginalLikeBackend, replace=True)
 def fixture_ops():
     """The original adapter's 37-op unit-test support list."""
     return original_test_fixture_list()
+
+
+@pytest.fixture
+def cann_fakes(tmp_path, monkeypatch):
+    """The CANN fakes in place: a fake ``atc`` first on PATH (its runs logged), the fake
+    ``acl`` importable, ``SOC_VERSION`` set; everything released and reset afterwards."""
+    from cann_fakes import FAKES, CannFakes
+
+    fakes = CannFakes(tmp_path / "cann_fakes")
+    fakes.write_atc()
+    for key, value in fakes.environ().items():
+        if key != "PYTHONPATH":
+            monkeypatch.setenv(key, value)
+    monkeypatch.syspath_prepend(FAKES)
+    import acl
+
+    acl.fake.reset()
+    fakes.acl = acl
+    yield fakes
+    from npu_adapter.backends.cann import shutdown
+
+    try:
+        shutdown()
+    finally:
+        acl.fake.reset()

@@ -73,6 +73,7 @@ SPEC_DEFAULTS = {
     "npu_adapter_gear_policy": "exact", "npu_adapter_gear_pad_values": "",
     "npu_adapter_gear_unpad": "", "npu_adapter_dump_dir": "", "npu_adapter_backend": "cpu",
     "npu_adapter_isolate_clusters": False, "npu_adapter_emulate_precision": "off",
+    "npu_adapter_compile_cache_max_mb": 10240,
 }
 
 SPEC_KINDS = {
@@ -90,7 +91,8 @@ SPEC_KINDS = {
           "variable_use_1g_huge_page", "input_fusion_size", "session_device_id", "hccl_timeout",
           "op_wait_timeout", "op_execute_timeout", "graph_exec_timeout", "stream_sync_timeout",
           "event_sync_timeout", "export_compile_stat", "enable_exception_dump", "op_debug_level",
-          "npu_adapter_min_cluster_size", "npu_adapter_max_clusters"},
+          "npu_adapter_min_cluster_size", "npu_adapter_max_clusters",
+          "npu_adapter_compile_cache_max_mb"},
 }
 
 DEPRECATED = {"enable_data_pre_proc", "dynamic_input", "dynamic_graph_execute_mode",

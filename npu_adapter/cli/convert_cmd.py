@@ -4,6 +4,7 @@ import sys
 import warnings
 
 from npu_adapter.cli.common import EXIT_OK, PROG, common_parent, config_from_args
+from npu_adapter.cli.convert_targets import add_target_arguments, run_conversion_target
 from npu_adapter.errors import NpuConfigError
 
 __all__ = ["add_convert_command"]
@@ -16,6 +17,8 @@ def _run_convert(args):
     from npu_adapter.api import rewrite
     from npu_adapter.graph.serialize import to_bytes, to_text
 
+    if args.to != "pb":  # --to om / savedmodel: npu_adapter/cli/convert_targets.py
+        return run_conversion_target(args)
     if not args.out.endswith((".pb", ".pbtxt")):
         raise NpuConfigError("--out", args.out, "a file name ending in .pb or .pbtxt")
     with warnings.catch_warnings(record=True) as caught:
@@ -69,4 +72,5 @@ def add_convert_command(subparsers):
     parser.add_argument("--target", nargs="+", metavar="NAME", help="ops to run")
     parser.add_argument("--signature", help="SignatureDef key of a SavedModel or .meta")
     parser.add_argument("--tags", help="SavedModel tags, comma-separated (default: serve)")
+    add_target_arguments(parser)
     parser.set_defaults(handler=_run_convert)

@@ -440,6 +440,10 @@ _SPECS = [
          "CPU reference: run every cluster in the dtypes the NPU would use under the precision "
          "options (default from env NPU_ADAPTER_EMULATE_PRECISION, else off)",
          choices=("off", "on"), ours=True, stamped=False),
+    _opt(OUR_PREFIX + "compile_cache_max_mb", "i", 10240, "npu_adapter",
+         "size bound of the graph_compiler_cache_dir entries of a backend, in MiB (least "
+         "recently used entries are removed); 0 = unbounded",
+         allowed="an integer >= 0", validator=_at_least(0), ours=True, stamped=False),
     _opt(OUR_PREFIX + "backend", "s", "cpu", "npu_adapter",
          "backend that runs the clusters (cpu, xla, cann or a registered one)",
          allowed="a registered backend name", validator=_check_backend,

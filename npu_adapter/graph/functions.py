@@ -13,7 +13,7 @@ from npu_adapter.errors import GraphError
 from npu_adapter.graph.names import parse_input
 from npu_adapter.graph.types import output_port_names
 
-__all__ = ["graph_to_function_def", "rename_function", "pin_arg_shapes"]
+__all__ = ["graph_to_function_def", "rename_function", "pin_arg_shapes", "unpin_arg_shapes"]
 
 
 def graph_to_function_def(graph_def, name, inputs, outputs, *, is_stateful=False,
@@ -117,4 +117,42 @@ def pin_arg_shapes(fdef, shapes):
     for key, value in list(out.ret.items()):
         if value in renames:
             out.ret[key] = renames[value]
+    return out
+
+
+def unpin_arg_shapes(fdef):
+    """The inverse of :func:`pin_arg_shapes`: a copy of ``fdef`` without the ``EnsureShape``
+    nodes and ``_output_shapes`` arg attrs that pinned its arguments' shapes (a gear copy of a
+    cluster becomes the cluster's shape-polymorphic body again)."""
+    out = function_pb2.FunctionDef()
+    out.CopyFrom(fdef)
+    args = {a.name for a in out.signature.input_arg}
+    renames = {}
+    keep = []
+    for node in out.node_def:
+        arg = node.name[:-len("_pinned_shape")] if node.name.endswith("_pinned_shape") else None
+        if node.op == "EnsureShape" and arg in args and list(node.input) == [arg]:
+            renames[f"{node.name}:output:0"] = arg
+            continue
+        keep.append(node)
+    if not renames:
+        return out
+    del out.node_def[:]
+    for node in keep:
+        copy = out.node_def.add()
+        copy.CopyFrom(node)
+        for pos, text in enumerate(copy.input):
+            if text in renames:
+                copy.input[pos] = renames[text]
+    for key, value in list(out.ret.items()):
+        if value in renames:
+            out.ret[key] = renames[value]
+    pinned = {renames[k] for k in renames}
+    for k, arg in enumerate(out.signature.input_arg):
+        if arg.name in pinned and k in out.arg_attr:
+            attrs = out.arg_attr[k].attr
+            if "_output_shapes" in attrs:
+                del attrs["_output_shapes"]
+            if not attrs:
+                del out.arg_attr[k]
     return out

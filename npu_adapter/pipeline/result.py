@@ -6,6 +6,7 @@ import typing
 from npu_adapter.pipeline.annotations import get_placement
 from npu_adapter.vocabulary import (
     CLUSTER_ATTR,
+    CLUSTER_BODY_ATTR,
     CLUSTER_FUNCTION_ATTRS,
     CLUSTER_GEAR_PATTERNS_ATTR,
     CLUSTER_GEARS_ATTR,
@@ -72,6 +73,8 @@ def _is_cluster_node(node):
 
 
 def _function_of(node):
+    if CLUSTER_BODY_ATTR in node.attr:  # a wrapper calls into a runtime; the body is this one
+        return node.attr[CLUSTER_BODY_ATTR].s.decode()
     for key in CLUSTER_FUNCTION_ATTRS:
         if key in node.attr:
             return node.attr[key].func.name
