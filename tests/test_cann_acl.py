@@ -152,15 +152,17 @@ def test_teardown_on_error(cann_fakes, call, code):
     acl = cann_fakes.acl
     acl.fake.fail[call] = code
     graph, config = _graph(), _config(gears=call == "acl.mdl.set_input_dynamic_dims")
-    with pytest.raises(tf.errors.OpError, match=f"{call} returned {code} {NAMES[code]}"), \
-            NpuSession(graph=graph, config=config) as sess:
-        sess.run("y:0", {"x:0": np.ones((2, 4), np.float32)})
-    leaks = acl.fake.leaks()
-    if (call, code) in LOAD_FAILURES:
-        # A model that failed to load leaves nothing behind but the process's context.
-        assert set(leaks) <= PROCESS_WIDE, leaks
-    else:
-        assert len(leaks["models"]) == 1  # loaded, reusable by the next run
+    with NpuSession(graph=graph, config=config) as sess:
+        with pytest.raises(tf.errors.OpError, match=f"{call} returned {code} {NAMES[code]}"):
+            sess.run("y:0", {"x:0": np.ones((2, 4), np.float32)})
+        leaks = acl.fake.leaks()
+        if (call, code) in LOAD_FAILURES:
+            # A model that failed to load leaves nothing behind but the process's context.
+            assert set(leaks) <= PROCESS_WIDE, leaks
+        else:
+            assert len(leaks["models"]) == 1  # loaded, reusable by the next run
+    # Closing the last session on the runtime unloads its models.
+    assert set(acl.fake.leaks()) <= PROCESS_WIDE
     del acl.fake.fail[call]
     shutdown()
     assert acl.fake.leaks() == {}
@@ -179,10 +181,11 @@ def test_context_failure_resets_the_device(cann_fakes):
 
 def test_teardown_continues_after_a_failing_unload(cann_fakes):
     acl = cann_fakes.acl
-    _run(_graph(), _config())
-    acl.fake.fail["acl.mdl.unload"] = 100011
-    with pytest.raises(AclError, match="acl.mdl.unload returned 100011"):
-        shutdown()
+    with NpuSession(graph=_graph(), config=_config()) as sess:
+        sess.run("y:0", {"x:0": np.ones((2, 4), np.float32)})
+        acl.fake.fail["acl.mdl.unload"] = 100011
+        with pytest.raises(AclError, match="acl.mdl.unload returned 100011"):
+            shutdown()
     leaks = acl.fake.leaks()
     assert set(leaks) == {"models"}  # everything else was still released, ACL finalized
     assert acl.fake.call_names()[-3:] == ["acl.rt.destroy_context", "acl.rt.reset_device",

@@ -92,12 +92,12 @@ def test_mix_compile_model(cann_fakes):
     assert len(cann_fakes.atc_calls()) == len(layout) + 1
 
 
-def _dense_graph():
+def _dense_graph(bias=0.25):
     graph = tf.Graph()
     with graph.as_default():
         x = tf1.placeholder(tf.float32, [None, 4], name="x")
         w = tf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), name="w")
-        y = tf.nn.relu(tf.matmul(x, w) + 0.25, name="y")
+        y = tf.nn.relu(tf.matmul(x, w) + bias, name="y")
         tf.reduce_sum(y, axis=1, name="z")
     return graph
 
@@ -288,7 +288,8 @@ def test_compile_failure_reaches_the_run_and_the_stats(cann_fakes, monkeypatch):
 
 def test_missing_soc_fails_at_compile_time_with_a_named_error(cann_fakes, monkeypatch):
     monkeypatch.delenv("SOC_VERSION")
-    graph = _dense_graph()
+    # A cluster of its own: the models compiled by other tests stay valid in this process.
+    graph = _dense_graph(bias=0.125)
     config = _with_backend(_gear_config())
     with NpuSession(graph=graph, config=config) as sess:  # rewriting needs no SoC
         result = sess.npu_rewrite_result("z:0", {"x:0": np.ones((2, 4), np.float32)})
