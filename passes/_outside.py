@@ -27,7 +27,6 @@ from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
 __all__ = ["outside_members", "member_steps", "REF_CONTROL_FLOW"]
 
 REF_CONTROL_FLOW = "ref_control_flow_cpu_reference"
-_MISSING = object()
 
 
 def outside_members(view, clustered, backend, groups=()):
@@ -37,7 +36,8 @@ def outside_members(view, clustered, backend, groups=()):
         view: the GraphView.
         clustered: indices of the nodes that are in a cluster.
         backend: the backend; its ``outside_cluster_reason(node_def, op_def)`` (absent or None:
-            every member runs inside) is asked once per op type.
+            every member runs inside) is asked once per op type of the graph, with
+            ``node_def=None``: the answer may depend on the op type only.
         groups: ``(reason, member indices)`` of the v1 while-loop nests and cond regions: a
             function cannot hold part of one, so when one of its nodes runs outside, all of its
             clustered nodes do (``ref_control_flow_cpu_reference``).
@@ -49,16 +49,19 @@ def outside_members(view, clustered, backend, groups=()):
     if rule is None:
         return {}
     ops = view.ops
-    nodes = view.nodes
+    # Ask once per op type of the graph; most graphs have none of these ops, and then no node is
+    # looked at one by one.
+    op_types = view.cache.get("op_types")
+    if op_types is None:
+        op_types = view.cache["op_types"] = frozenset(ops)
     per_op = {}
-    found = {}
-    for i in clustered:
-        op = ops[i]
-        reason = per_op.get(op, _MISSING)
-        if reason is _MISSING:
-            reason = per_op[op] = rule(nodes[i], op_def_for(op))
+    for op in op_types:
+        reason = rule(None, op_def_for(op))
         if reason:
-            found[i] = reason
+            per_op[op] = reason
+    if not per_op:
+        return {}
+    found = {i: per_op[ops[i]] for i in clustered if ops[i] in per_op}
     if found and groups:
         clustered_set = clustered if isinstance(clustered, (set, frozenset, dict)) \
             else set(clustered)

@@ -200,10 +200,11 @@ class EncapsulatePass(PassBase):
         own_attrs = set(outside) | set(copied_into)
         emitted = set()
         for i, node in enumerate(nodes):
-            for cname in empty_at.get(i, ()):
-                out.node.add().CopyFrom(
-                    self._geop_node(view, clusters, cname, cluster_of, graph_config,
-                                    option_attrs))
+            if empty_at and i in empty_at:
+                for cname in empty_at[i]:
+                    out.node.add().CopyFrom(
+                        self._geop_node(view, clusters, cname, cluster_of, graph_config,
+                                        option_attrs))
             cname = cluster_of.get(i)
             if cname is not None:
                 if cname not in emitted:
@@ -217,7 +218,7 @@ class EncapsulatePass(PassBase):
             for key in (PLACEMENT_ATTR, CLUSTER_ATTR):
                 if key in copy.attr:
                     del copy.attr[key]  # bookkeeping ends here; the report read it
-            if i in own_attrs:
+            if own_attrs and i in own_attrs:
                 _drop_attrs(copy, (EXECUTES_ATTR, COPIED_INTO_ATTR))
             if any(src in cluster_of for src, _ in view.data_inputs[i]) or \
                     any(src in cluster_of for src in view.control_inputs[i]):

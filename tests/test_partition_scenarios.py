@@ -480,7 +480,7 @@ def test_21_mix_mode_copies_variables_into_each_cluster(tmp_path):
 
 def test_21_cpu_gives_the_original_membership_with_variable_copies():
     gd = _momentum_graph()
-    signature = dict(fetches=["loss:0"], feeds=["x:0"], targets=["train"])
+    signature = {"fetches": ["loss:0"], "feeds": ["x:0"], "targets": ["train"]}
     like = original(gd, {"mix_compile_mode": True}, ops=None, **signature)
     cpu = original(gd, {"mix_compile_mode": True}, ops=None, backend="cpu", **signature)
     expected = members(like)

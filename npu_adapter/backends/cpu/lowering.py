@@ -101,7 +101,8 @@ class CpuReferenceBackend(Backend):
         """Why cluster member ``node_def`` runs in the outer graph here (a reason code), or None
         when it runs inside its cluster's function.
 
-        Decided by the op type alone (the passes ask once per op type): an op with a ref input
+        Decided by the op type alone (the passes ask once per op type of a graph, with
+        ``node_def=None``): an op with a ref input
         or output cannot be in a TensorFlow function (``ref_edge_cpu_reference``); an op that
         owns session state hands its resource handle to the function as an argument
         (``resource_handle_cpu_reference``), so the state stays the session's.
