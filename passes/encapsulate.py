@@ -159,23 +159,24 @@ class EncapsulatePass(PassBase):
         graph_config = read_graph_config(view, config)
         mix = bool(config.mix_compile_mode)
         self._place_variable_copies(view, ctx, clusters, cluster_of, outside, copied_into)
-        split = bool(outside) or any(c.outer_copies for c in clusters.values())
+        split = {cluster_of[i] for i in outside}
+        split.update(c for c, cluster in clusters.items() if cluster.outer_copies)
         if split:
             # The boundary the original's GeOps have (and its ref-edge errors), before the
             # members that run in the outer graph leave the clusters.
-            placed = self._placed_boundaries(view, ctx, clusters, cluster_of, mix)
+            placed = self._placed_boundaries(view, ctx, clusters, cluster_of, mix, split)
             for i in sorted(outside):
-                cluster = clusters[cluster_of.pop(i)]
-                cluster.members.remove(i)
-                cluster.outer.append(i)
-        hoisted = self._hoist_constants(view, ctx, clusters, cluster_of)
-        if split:
-            for cname in list(clusters):
+                clusters[cluster_of.pop(i)].outer.append(i)
+            for cname in split:
                 cluster = clusters[cname]
-                if cluster.outer or cluster.outer_copies:
-                    cluster.placed = placed[cname]
+                cluster.placed = placed[cname]
                 if cluster.outer:
-                    self._split_steps(view, clusters, cname, cluster_of, existing_functions)
+                    gone = set(cluster.outer)
+                    cluster.members = [i for i in cluster.members if i not in gone]
+        hoisted = self._hoist_constants(view, ctx, clusters, cluster_of)
+        for cname in sorted(split):
+            if clusters[cname].outer:
+                self._split_steps(view, clusters, cname, cluster_of, existing_functions)
         order = sorted(clusters, key=lambda c: clusters[c].position)
 
         self._plan_const_copies(view, clusters, cluster_of, mix, hoisted)
@@ -286,20 +287,22 @@ class EncapsulatePass(PassBase):
         return hoisted
 
     @staticmethod
-    def _plan_const_copies(view, clusters, cluster_of, mix, hoisted=frozenset()):
+    def _plan_const_copies(view, clusters, cluster_of, mix, hoisted=frozenset(), consts=None):
         """Mix-compile mode: a Const feeding a cluster from outside is copied into it as
         ``<name>_copied`` (as the original does), except the large Consts the backend keeps in
-        the outer graph (``hoisted``): copying them back would undo the hoisting."""
+        the outer graph (``hoisted``): copying them back would undo the hoisting. ``consts``
+        limits the Consts looked at (default: every node); only the clusters in ``clusters``
+        get copies."""
         if not mix:
             return
         nodes = view.nodes
-        for i, node in enumerate(nodes):
-            if node.op not in CONST_OPS or i in hoisted:
+        for i in range(len(nodes)) if consts is None else consts:
+            if nodes[i].op not in CONST_OPS or i in hoisted:
                 continue
             home = cluster_of.get(i)
             for d, _, port in view.data_outputs[i]:
                 target = cluster_of.get(d)
-                if target is None or target == home or port != 0:
+                if target is None or target == home or port != 0 or target not in clusters:
                     continue
                 copies = clusters[target].const_copies
                 if i not in copies:
@@ -324,18 +327,27 @@ class EncapsulatePass(PassBase):
                     continue
                 (cluster.outer_copies if runs_outside else cluster.var_copies).append(i)
 
-    def _placed_boundaries(self, view, ctx, clusters, cluster_of, mix):
+    def _placed_boundaries(self, view, ctx, clusters, cluster_of, mix, names):
         """Cluster name → ``(inputs, outputs)`` of the GeOp the original builds (every member
-        inside, variables copied in, no constant hoisted). Raises the original's errors for ref
-        tensors crossing the boundary."""
+        inside, variables copied in, no constant hoisted), for the clusters ``names``. Raises
+        the original's errors for ref tensors crossing their boundary. Looks only at those
+        clusters' members and their consumers."""
         placed = {}
-        for name, cluster in clusters.items():
+        members = []
+        for name in names:
+            cluster = clusters[name]
             twin = _Cluster(name)
             twin.members = list(cluster.members)
             twin.var_copies = list(cluster.var_copies) + list(cluster.outer_copies)
             placed[name] = twin
-        self._plan_const_copies(view, placed, cluster_of, mix)
-        self._plan_io(view, ctx, placed, cluster_of)
+            members.extend(cluster.members)
+        members.sort()
+        consumers = sorted({d for i in members for d, _, _ in view.data_outputs[i]})
+        if mix:  # CopyConstBetweenGeOp: the Consts feeding these clusters from outside
+            consts = sorted({src for i in members for src, _ in view.data_inputs[i]
+                             if src >= 0 and view.ops[src] in CONST_OPS})
+            self._plan_const_copies(view, placed, cluster_of, mix, consts=consts)
+        self._plan_io(view, ctx, placed, cluster_of, dsts=(members, consumers))
         return {name: (twin.inputs, twin.outputs) for name, twin in placed.items()}
 
     @staticmethod
@@ -374,12 +386,17 @@ class EncapsulatePass(PassBase):
             clusters[part.name] = part
 
     @staticmethod
-    def _plan_io(view, ctx, clusters, cluster_of):
+    def _plan_io(view, ctx, clusters, cluster_of, dsts=None):
+        """Arguments, results and control inputs of ``clusters``. ``dsts``: the (sorted) nodes
+        whose inputs to look at for the arguments and for the results (default: every node);
+        clusters missing from ``clusters`` are left alone."""
         nodes = view.nodes
+        every = range(len(nodes))
+        arg_dsts, result_dsts = dsts if dsts is not None else (every, every)
         # Inputs: edges entering a cluster, in edge order (consumers in GraphDef order).
-        for dst in range(len(nodes)):
+        for dst in arg_dsts:
             cname = cluster_of.get(dst)
-            if cname is None:
+            if cname is None or cname not in clusters:
                 continue
             cluster = clusters[cname]
             for slot, (src, port) in enumerate(view.data_inputs[dst]):
@@ -411,13 +428,13 @@ class EncapsulatePass(PassBase):
                 if outer != cname and outer not in cluster.control_inputs:
                     cluster.control_inputs.append(outer)
         # Outputs: edges leaving a cluster, in edge order; then fetched tensors.
-        for dst in range(len(nodes)):
+        for dst in result_dsts:
             dname = cluster_of.get(dst)
             for slot, (src, port) in enumerate(view.data_inputs[dst]):
                 sname = cluster_of.get(src)
-                if sname is None or sname == dname:
+                if sname is None or sname == dname or sname not in clusters:
                     continue
-                if dname is not None and (src in clusters[dname].const_copies
+                if dname in clusters and (src in clusters[dname].const_copies
                                           or src in clusters[dname].var_copies):
                     continue
                 t = view.edge_type(dst, slot)
@@ -429,7 +446,7 @@ class EncapsulatePass(PassBase):
                 _add_output(clusters[sname], src, port)
         for src, port in _fetched(view, ctx):
             sname = cluster_of.get(src)
-            if sname is not None:
+            if sname is not None and sname in clusters:
                 _add_output(clusters[sname], src, port)
 
     @staticmethod

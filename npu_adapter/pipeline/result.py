@@ -196,8 +196,13 @@ def placement_from_view(view, default_reason="not_rewritten"):
     result = {}
     for i, node in enumerate(nodes):
         cluster = names.get(i)
-        entry = _entry(DEVICE_NPU if cluster is not None else DEVICE_HOST, cluster,
-                       reasons.get(i, default_reason), outside.get(i), copies.get(i))
+        device = DEVICE_NPU if cluster is not None else DEVICE_HOST
+        if (outside or copies) and (i in outside or i in copies):
+            entry = _entry(device, cluster, reasons.get(i, default_reason), outside.get(i),
+                           copies.get(i))
+        else:
+            entry = {"device": device, "cluster": cluster,
+                     "reason": reasons.get(i, default_reason), "executes": device}
         if KEEP_DTYPE_ATTR in node.attr:
             entry["keep_dtype"] = True
         result[node.name] = entry
