@@ -1,4 +1,4 @@
-"""``cluster``: group device candidates into clusters without creating cycles (spec §2.6).
+"""``cluster``: group device candidates into clusters without creating cycles.
 
 Input: a GraphDef annotated by ``mark_candidates`` (and possibly ``in_out_pair``). Output: the same
 graph where every member of a cluster carries ``_subgraphs = "GeOp<N>_<k>"`` (the original's
@@ -11,7 +11,7 @@ Algorithm:
    candidates are contracted, in topological order of their source and repeated to a fixed
    point, whenever no other path joins the two ends — so no cluster can sit on a cycle. With
    lazy_recompile + enable_dp, edges out of an ``IteratorGetNext`` are not contracted (the GetNext
-   gets its own cluster, spec §2.6).
+   gets its own cluster).
 2. Merging of independent clusters (no path between them in either direction): full-offload mode
    keeps only the largest cluster plus whatever can be merged into it (the others go back to the
    host, ``not_in_largest_cluster``); mix mode (and lazy_recompile) merges greedily, largest
@@ -93,7 +93,7 @@ class _Clusterer:
 
         def blocked(src):
             # Edges out of loop back-edge sources are not in the DAG; edges out of an
-            # IteratorGetNext are not contracted in lazy_recompile + enable_dp (spec §2.6).
+            # IteratorGetNext are not contracted in lazy_recompile + enable_dp.
             return ops[src] in LOOP_BACK_EDGE_OPS or (block and ops[src] == "IteratorGetNext")
 
         # Phase 1, linear: a node whose producers all lie in one and the same group of its own
@@ -245,7 +245,7 @@ class _Clusterer:
         return [members for _, members in clusters], dropped
 
     def _merge(self, cycles, find, parent, clusters, dropped):
-        """Merge clusters with no path between them (spec §2.6 MergeSubgraphs*).
+        """Merge clusters with no path between them (the original's MergeSubgraphs*).
 
         Reachability between clusters is computed once, as bitsets over the contracted graph
         (one sweep in rank order), and kept transitively closed as clusters merge: after D and M

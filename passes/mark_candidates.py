@@ -1,4 +1,4 @@
-"""``mark_candidates``: decide, for every node, whether it may go to the device (spec §2.4).
+"""``mark_candidates``: decide, for every node, whether it may go to the device.
 
 Input: any GraphDef. Output: the same graph with every node annotated
 ``_npu_adapter_placement = "npu:<reason>"`` (a candidate for a cluster) or ``"host:<reason>"``.
@@ -77,7 +77,7 @@ def _dp_candidate(view, i):
 
 
 def compute_candidates(view, ctx):
-    """Candidate flags and reasons for every node of ``view`` (the default path, spec §2.4).
+    """Candidate flags and reasons for every node of ``view`` (the default path).
 
     Returns ``(candidate, reasons, skipped)``; ``skipped`` holds nodes that reference
     unsupported functions (they neither become candidates nor infect their neighbours).
@@ -113,7 +113,7 @@ def compute_candidates(view, ctx):
                 candidate[i] = dp
                 reasons[i] = "supported" if dp else "unsupported_op"
                 if not dp:
-                    skipped.add(i)  # neither candidate nor host member (spec §2.4)
+                    skipped.add(i)  # neither candidate nor host member
                 continue
         ok, reason = oracle.node_support(i)
         if reason == "function_not_supported":
