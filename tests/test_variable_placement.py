@@ -295,3 +295,27 @@ def test_npu_session_trains_like_plain_tensorflow(use_resource):
     plain, npu = losses[PlainSession], losses[tf1.Session]
     assert [v.tobytes() for v in plain] == [v.tobytes() for v in npu]
     assert plain[-1] < plain[0]
+
+
+def test_report_html_has_the_executes_column(tmp_path):
+    import json
+    import pathlib
+    import re
+
+    graph = mlp_graph(False, "sgd")
+    dumped = npu_adapter.dump_graphs(graph.as_graph_def(), {}, str(tmp_path),
+                                     fetches=["loss:0"], targets=["train"],
+                                     feeds=["x:0", "y:0"], tensorboard=False, dot=False,
+                                     model_name="mlp")
+    html = pathlib.Path(dumped.path("report.html")).read_text(encoding="utf-8")
+    assert "<th title=\"where the node runs on this backend\">Executes</th>" in html
+    assert "Device nodes run on the host by this backend" in html
+    blob = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html,
+                     re.S).group(1)
+    data = json.loads(blob)
+    rows = {row[0]: row for row in data["nodes"]}
+    assert data["reasons"][rows["mlp/w1"][5]] == _REF_OUTSIDE
+    assert rows["loss"][5] == -1  # runs in the cluster function
+    report = json.loads(pathlib.Path(dumped.path("placement.json")).read_text(encoding="utf-8"))
+    assert report["nodes"]["mlp/w1"]["executes"] == "host"
+    assert report["nodes"]["mlp/w1"]["device"] == "npu"
