@@ -46,12 +46,17 @@ def build_graph():
         def seeded(k):
             return tf1.glorot_uniform_initializer(seed=k)
 
-        x = tf1.layers.conv2d(image, 8, 3, padding="same", activation=tf.nn.relu,
-                              kernel_initializer=seeded(1), name="conv2d_1")
-        x = tf1.layers.conv2d(x, 8, 3, padding="same", activation=tf.nn.relu,
-                              kernel_initializer=seeded(2), name="conv2d_2")
-        head_a = tf1.layers.conv2d(x, 4, 1, kernel_initializer=seeded(3), name="conv2d_59")
-        head_b = tf1.layers.conv2d(x, 4, 1, kernel_initializer=seeded(4), name="conv2d_67")
+        # TF 1.15's tf.layers make ref variables (VariableV2, read through an Identity). With
+        # resource variables the original adapter rejects the in_out_pair runs below: the region
+        # starts at the convolution, so the ReadVariableOp of its kernel stays on the host, and
+        # a host node reading a variable through a resource edge is an error in mix mode.
+        with tf1.variable_scope("", use_resource=False):
+            x = tf1.layers.conv2d(image, 8, 3, padding="same", activation=tf.nn.relu,
+                                  kernel_initializer=seeded(1), name="conv2d_1")
+            x = tf1.layers.conv2d(x, 8, 3, padding="same", activation=tf.nn.relu,
+                                  kernel_initializer=seeded(2), name="conv2d_2")
+            head_a = tf1.layers.conv2d(x, 4, 1, kernel_initializer=seeded(3), name="conv2d_59")
+            head_b = tf1.layers.conv2d(x, 4, 1, kernel_initializer=seeded(4), name="conv2d_67")
         boxes = tf.concat([tf.reduce_mean(head_a, [1, 2]), tf.reduce_max(head_b, [1, 2])], 1)
         tf.nn.softmax(boxes, name="scores")
         init = tf1.global_variables_initializer()

@@ -62,6 +62,22 @@ GEAR_FUNCTION_SUFFIX = "_gear_"
 PRECISION_CAST_MARK = "/npu_adapter_cast_"
 # Suffix of a Const copied into a second cluster in mix mode (the original's name).
 COPIED_CONST_SUFFIX = "_copied"
+# Where a backend runs some cluster members outside the cluster's function (the CPU reference
+# keeps state owners and ops on ref edges in the outer graph; see passes/_outside.py):
+# on such a member, the reason code (set by ``cluster``, read by ``encapsulate`` and the report);
+EXECUTES_ATTR = "_npu_adapter_executes"
+# on a variable read through a ref/resource edge by other clusters (mix mode), their names;
+COPIED_INTO_ATTR = "_npu_adapter_copied_into"
+# on a cluster node, the names of its members that run in the outer graph;
+CLUSTER_OUTER_ATTR = "_npu_adapter_outer"
+# on a cluster node, the boundary of the cluster as the original builds its GeOp (only when it
+# differs from the node's own inputs/outputs because members run outside);
+CLUSTER_PLACED_INPUTS_ATTR = "_npu_adapter_placed_inputs"
+CLUSTER_PLACED_OUTPUTS_ATTR = "_npu_adapter_placed_outputs"
+# on the further function calls of a cluster run in several steps, the cluster's name.
+CLUSTER_PART_OF_ATTR = "_npu_adapter_part_of"
+# Name of step ``s`` (s >= 1) of cluster ``c``: ``<c>_stage<s>`` (node and function).
+STAGE_SUFFIX = "_stage"
 
 DEVICE_NPU = "npu"
 DEVICE_HOST = "host"
@@ -82,8 +98,10 @@ REASON_DESCRIPTIONS = {
     "string_join": "StringJoin is excluded by the original adapter",
     "const_not_supported_here": "Const with no device consumer reached through a control edge",
     "function_not_supported": "calls or references a function with an unsupported op",
-    "state_owner": "owns state (variable, queue, iterator, table) that stays with the session",
-    "graph_input": "Placeholder: a graph input fed by the session",
+    "state_owner": "owns state (variable, queue, iterator, table) that stays on the host "
+                   "(cann backend: the device model cannot hold it)",
+    "graph_input": "Placeholder: a graph input fed by the session (the original sees fed "
+                   "tensors as _Arg nodes, which never go into a cluster)",
     "string_tensor": "reads or produces a string tensor, which an ATC model cannot take or "
                      "return (cann backend)",
     "v1_control_flow": "TF v1 control flow (Switch/Merge/Enter/Exit/...): ATC converts only "
@@ -105,6 +123,16 @@ REASON_DESCRIPTIONS = {
     "singleton_noop_identity": "lone NoOp/Identity: the largest cluster has a single node",
     "below_min_cluster_size": "cluster smaller than npu_adapter_min_cluster_size",
     "max_clusters_exceeded": "beyond npu_adapter_max_clusters (smallest clusters dropped)",
+    # where a device node executes on this backend, when not inside its cluster's function
+    "ref_edge_cpu_reference": "reads or writes a ref tensor (TF1 VariableV2 and the ops on its "
+                              "ref edges): a TF function cannot hold one, so the CPU reference "
+                              "runs it in the outer graph and passes values in and out",
+    "resource_handle_cpu_reference": "creates a resource (variable, queue, table) the session "
+                                     "owns: the CPU reference runs it in the outer graph and "
+                                     "passes the handle to the cluster function as an argument",
+    "ref_control_flow_cpu_reference": "in a v1 while loop or cond with a ref op that runs in the "
+                                      "outer graph on the CPU reference: the loop or cond runs "
+                                      "there with it (a function cannot hold part of one)",
     # graph-level
     "outfeed_graph": "graph contains OutfeedDequeueOp (host-call graph): left untouched",
     "dataset_init_graph": "iterator initialisation graph (MakeIterator + Iterator): untouched",

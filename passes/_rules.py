@@ -1,11 +1,11 @@
 """Candidate rules shared by ``mark_candidates``, ``in_out_pair`` and ``cluster``.
 
-This module holds the parts of the original ``FindNpuSupportCandidates`` (spec §2.4) that are
+This module holds the parts of the original ``FindNpuSupportCandidates`` that are
 not a pass on their own:
 
 * :class:`SupportOracle` — ``IsNpuSupportingNode``: the op list (gray ops count as unsupported in
   mix mode), ``_without_npu_compile``, library functions that are wholly supported, func-valued
-  attrs, and the backend's own exclusions (state owners and graph inputs on the CPU reference).
+  attrs, and the backend's own exclusions (graph inputs on the CPU reference).
 * :func:`infect` — the worklist that keeps ref, resource and variant edges (and string edges with
   loop sinking) from crossing the host/device boundary.
 * :func:`while_frames` / :func:`cond_regions` — TF1 control-flow structure. A v1 while loop and the

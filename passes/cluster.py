@@ -1,4 +1,4 @@
-"""``cluster``: group device candidates into clusters without creating cycles (spec §2.6).
+"""``cluster``: group device candidates into clusters without creating cycles.
 
 Input: a GraphDef annotated by ``mark_candidates`` (and possibly ``in_out_pair``). Output: the same
 graph where every member of a cluster carries ``_subgraphs = "GeOp<N>_<k>"`` (the original's
@@ -11,7 +11,7 @@ Algorithm:
    candidates are contracted, in topological order of their source and repeated to a fixed
    point, whenever no other path joins the two ends — so no cluster can sit on a cycle. With
    lazy_recompile + enable_dp, edges out of an ``IteratorGetNext`` are not contracted (the GetNext
-   gets its own cluster, spec §2.6).
+   gets its own cluster).
 2. Merging of independent clusters (no path between them in either direction): full-offload mode
    keeps only the largest cluster plus whatever can be merged into it (the others go back to the
    host, ``not_in_largest_cluster``); mix mode (and lazy_recompile) merges greedily, largest
@@ -22,26 +22,40 @@ Algorithm:
    ``max_clusters`` override them).
 5. A v1 while loop or cond region split between clusters (or between a cluster and the host) is
    moved wholly to the host and the clustering is redone (functions cannot split them).
+6. Mix mode with ``variable_placement=Device`` (``CopyVarsBetweenGeOp``): a ``VariableV2`` or
+   ``VarHandleOp`` read through a ref or resource edge by another cluster is copied into that
+   cluster; such a read by a node in no cluster is an ``InvalidArgument`` error, as in the
+   original. Each variable read that way carries ``_npu_adapter_copied_into`` (the clusters).
+7. Members the backend runs outside the cluster's function (``Backend.outside_cluster_reason``:
+   on the CPU reference, state owners and ops on ref edges; see ``passes/_outside.py``) carry
+   ``_npu_adapter_executes`` = the reason. They stay members: the report shows the original's
+   placement and, separately, where they run.
 
 Clusters are numbered by the position of their first node in the GraphDef, so names depend only on
 the graph: ``GeOp<graph_num>_0``, ``GeOp<graph_num>_1``, ...
 """
 
+from tensorflow.core.framework import types_pb2
+
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.cycles import GraphCycles
+from npu_adapter.graph.types import base_type, is_ref_type
 from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
 from npu_adapter.pipeline.annotations import set_placement
 from npu_adapter.pipeline.base import PassBase, PassOption, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
-from npu_adapter.vocabulary import CLUSTER_ATTR
+from npu_adapter.vocabulary import CLUSTER_ATTR, COPIED_INTO_ATTR, EXECUTES_ATTR
 
 from . import _rules
 from ._common import copy_graph, read_placements, remember_placements
+from ._outside import outside_members
 
 __all__ = ["ClusterPass", "cluster_name"]
 
 _NOOP_IDENTITY = ("NoOp", "Identity")
+# The variables CopyVarsBetweenGeOp duplicates (the original checks these two op types only).
+_COPIED_VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp"})
 _FOREVER = object()  # a refusal that no later merge can lift (the path runs through the host)
 
 
@@ -79,7 +93,7 @@ class _Clusterer:
 
         def blocked(src):
             # Edges out of loop back-edge sources are not in the DAG; edges out of an
-            # IteratorGetNext are not contracted in lazy_recompile + enable_dp (spec §2.6).
+            # IteratorGetNext are not contracted in lazy_recompile + enable_dp.
             return ops[src] in LOOP_BACK_EDGE_OPS or (block and ops[src] == "IteratorGetNext")
 
         # Phase 1, linear: a node whose producers all lie in one and the same group of its own
@@ -231,7 +245,7 @@ class _Clusterer:
         return [members for _, members in clusters], dropped
 
     def _merge(self, cycles, find, parent, clusters, dropped):
-        """Merge clusters with no path between them (spec §2.6 MergeSubgraphs*).
+        """Merge clusters with no path between them (the original's MergeSubgraphs*).
 
         Reachability between clusters is computed once, as bitsets over the contracted graph
         (one sweep in rank order), and kept transitively closed as clusters merge: after D and M
@@ -341,6 +355,47 @@ def _group_split(groups, cluster_of, candidate):
     return broken
 
 
+def variable_copies(view, names):
+    """``CopyVarsBetweenGeOp``: for each variable read through a ref or resource edge by a
+    cluster other than its own, the names of those clusters (in edge order).
+
+    Args:
+        view: the GraphView.
+        names: node index → cluster name of every clustered node.
+
+    Raises:
+        RewriteError: a node in no cluster reads a variable through a ref or resource edge (the
+            original's InvalidArgument "... is not in white list").
+    """
+    copies = {}
+    nodes = view.nodes
+    op_types = view.cache.get("op_types")
+    if op_types is None:
+        op_types = view.cache["op_types"] = frozenset(view.ops)
+    if op_types.isdisjoint(_COPIED_VARIABLE_OPS):
+        return copies
+    for i in [i for i, op in enumerate(view.ops) if op in _COPIED_VARIABLE_OPS]:
+        home = names.get(i)
+        for d, slot, _ in view.data_outputs[i]:
+            # The consumer's declared input type decides (an Identity reading a ref variable
+            # takes a plain value), as in the original.
+            t = view.edge_type(d, slot)
+            if t is None or not (is_ref_type(t) or base_type(t) == types_pb2.DT_RESOURCE):
+                continue
+            target = names.get(d)
+            if target is None:
+                raise RewriteError(
+                    f"Ref Tensors (e.g., Variables) output: {nodes[d].name} is not in white "
+                    f"list (it reads variable {nodes[i].name!r} outside every cluster while "
+                    "variable_placement is Device; set variable_placement=Host or let it go to "
+                    "the device)", code="InvalidArgument", node=nodes[d].name)
+            if target != home:
+                targets = copies.setdefault(i, [])
+                if target not in targets:
+                    targets.append(target)
+    return copies
+
+
 def _atomic_groups(view):
     frame_of, parent, members = _rules.while_frames(view)
     groups = []
@@ -432,14 +487,23 @@ class ClusterPass(PassBase):
             for i in members:
                 names[i] = name
         initially_candidate, _ = read_placements(view)
+        copies = {}
+        if names and mix and config.variable_placement != "Host":
+            copies = variable_copies(view, names)
+        outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
         out_nodes = out.node
+        if any(CLUSTER_ATTR in node.attr for node in view.nodes):  # a stale earlier clustering
+            for node in out_nodes:
+                for key in (CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR):
+                    if key in node.attr:
+                        del node.attr[key]
         # Touch only the nodes that change (indexing a repeated field is O(1)).
         for i, name in names.items():
             out_nodes[i].attr[CLUSTER_ATTR].s = name.encode()
-        if any(CLUSTER_ATTR in node.attr for node in view.nodes):  # a stale earlier clustering
-            for i, node in enumerate(out_nodes):
-                if i not in names and CLUSTER_ATTR in node.attr:
-                    del node.attr[CLUSTER_ATTR]
+        for i, reason in outside.items():
+            out_nodes[i].attr[EXECUTES_ATTR].s = reason.encode()
+        for i, targets in copies.items():
+            out_nodes[i].attr[COPIED_INTO_ATTR].list.s.extend(t.encode() for t in targets)
         final_reasons = dict(reasons)
         for i, reason in dropped.items():
             set_placement(out_nodes[i], "host", reason)
@@ -453,11 +517,13 @@ class ClusterPass(PassBase):
             ctx.register_view(out, out_view)
             final = [i in names for i in range(len(initially_candidate))]
             remember_placements(out_view, final, final_reasons)
-            out_view.cache[("clusters", id(out))] = (out, names)
+            out_view.cache[("clusters", id(out))] = (out, names, outside, copies)
         return PassResult(out if modified else graph_def, modified, {
             "clusters": [cluster_name(ctx.graph_num, k) for k in range(len(clusters))],
             "sizes": [len(m) for m in clusters],
             "dropped": len(dropped),
+            "run_outside": len(outside),
+            "copied_variables": len(copies),
         })
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""``encapsulate``: replace each cluster by one ``GeOp`` node calling a FunctionDef (spec §2.7–2.8).
+"""``encapsulate``: replace each cluster by one ``GeOp`` node calling a FunctionDef.
 
 Input: a GraphDef whose cluster members carry ``_subgraphs`` (from ``cluster``). Output: for each
 cluster ``GeOp<N>_<k>``:
@@ -21,6 +21,18 @@ cluster ``GeOp<N>_<k>``:
 Mix mode only (``CopyConstBetweenGeOp``): a Const that feeds a cluster it is not in is copied into
 that cluster as ``<name>_copied``, with a control edge from the original Const to the copy (which
 becomes a GeOp-to-GeOp or host-to-GeOp control edge), so constants never cross the boundary.
+Variables the ``cluster`` pass copies (``_npu_adapter_copied_into``) go into the body of each
+cluster that reads them, same name. A ref tensor crossing the boundary is an ``InvalidArgument``
+error, as in the original.
+
+Members the backend runs in the outer graph (``_npu_adapter_executes``, see
+``passes/_outside.py``) stay there as ordinary host nodes under their own names, wired to the
+cluster through arguments and results; the cluster node lists them in ``_npu_adapter_outer`` and
+keeps the original's boundary in ``_npu_adapter_placed_inputs``/``_outputs``. When the rest of
+the cluster depends on itself through them (gradients applied outside, then the step's ``group``
+NoOp), it is called in steps: the cluster's node is step 0, ``<cluster>_stage<s>`` (with
+``_npu_adapter_part_of``) step ``s``. A cluster whose every member runs outside keeps an empty
+node and function, so it is still reported.
 
 Colocation constraints (``_class = loc:@x``) that name a node which no longer exists in the same
 graph are dropped. Names and order depend only on the input graph, so the output is
@@ -40,22 +52,45 @@ from npu_adapter.vocabulary import (
     CLUSTER_ATTR,
     CLUSTER_HOISTED_ATTR,
     CLUSTER_INPUTS_ATTR,
+    CLUSTER_OUTER_ATTR,
     CLUSTER_OUTPUTS_ATTR,
+    CLUSTER_PART_OF_ATTR,
+    CLUSTER_PLACED_INPUTS_ATTR,
+    CLUSTER_PLACED_OUTPUTS_ATTR,
+    COPIED_INTO_ATTR,
+    EXECUTES_ATTR,
     GEOP_OP,
     NPU_OPTIMIZER_ATTR,
     PLACEMENT_ATTR,
+    STAGE_SUFFIX,
 )
 
+from ._outside import member_steps, outside_members
 from ._rules import CONST_OPS
 
 __all__ = ["EncapsulatePass", "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "function_arg_name"]
 
-_VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
-_DT_RESOURCE = 20  # types_pb2.DT_RESOURCE
+_VARIABLE_OPS = ("VariableV2", "VarHandleOp")  # the ones the cluster pass may copy
+_BOOKKEEPING = (CLUSTER_ATTR, PLACEMENT_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR)
 
 
 def _tensor(name, port):
     return f"{name}:{port}"
+
+
+def _drop_attrs(node, keys):
+    for key in keys:
+        if key in node.attr:
+            del node.attr[key]
+
+
+def _check_free_name(view, name, cluster_of, existing_functions):
+    """A cluster node and function called ``name`` may be created (no other node or function
+    of the graph has that name)."""
+    if name in existing_functions or (name in view.index and view.index[name] not in cluster_of):
+        raise RewriteError(
+            f"cannot create cluster {name!r}: the graph already has a function or node of that "
+            "name (rewrite with another graph_num)", code="Internal")
 
 
 def _drop_stale_colocation(node, existing):
@@ -85,6 +120,16 @@ class _Cluster:
         self.control_outputs = []  # member indices
         self.var_copies = []       # variables duplicated into this cluster (device-owned state)
         self.hoisted = []          # large member Consts left in the outer graph (read as args)
+        self.outer = []            # members the backend runs in the outer graph
+        self.outer_copies = []     # variables copied in (mix mode) that run in the outer graph
+        self.anchor = None         # first member in the original clustering
+        self.part_of = None        # the cluster this step belongs to (steps 1, 2, ...)
+        self.placed = None         # (inputs, outputs) of the original's GeOp, when they differ
+
+    @property
+    def position(self):
+        """Where the cluster's node goes in the GraphDef: at its first member."""
+        return self.members[0] if self.members else self.anchor
 
 
 @register_pass
@@ -98,33 +143,43 @@ class EncapsulatePass(PassBase):
     def run(self, graph_def, ctx):
         view = ctx.graph_view(graph_def)
         nodes = view.nodes
-        cluster_of = {}
+        cluster_of, outside, copied_into = self._read_clusters(view, graph_def)
         clusters = {}
-        for i, node in enumerate(nodes):
-            value = node.attr.get(CLUSTER_ATTR)
-            if value is None:
-                continue
-            name = value.s.decode()
-            cluster_of[i] = name
+        for i in sorted(cluster_of):
+            name = cluster_of[i]
             clusters.setdefault(name, _Cluster(name)).members.append(i)
         if not clusters:
             return PassResult(graph_def, False, {"clusters": 0})
+        for cluster in clusters.values():
+            cluster.anchor = cluster.members[0]
         existing_functions = set(view.functions)
         for name in clusters:
-            if name in existing_functions or (name in view.index and view.index[name] not in
-                                              cluster_of):
-                raise RewriteError(
-                    f"cannot create cluster {name!r}: the graph already has a function or node "
-                    "of that name (rewrite with another graph_num)", code="Internal")
-        hoisted = self._hoist_constants(view, ctx, clusters, cluster_of)
+            _check_free_name(view, name, cluster_of, existing_functions)
         config = ctx.get_config()
         graph_config = read_graph_config(view, config)
         mix = bool(config.mix_compile_mode)
-        order = sorted(clusters, key=lambda c: clusters[c].members[0])
+        self._place_variable_copies(view, ctx, clusters, cluster_of, outside, copied_into)
+        split = {cluster_of[i] for i in outside}
+        split.update(c for c, cluster in clusters.items() if cluster.outer_copies)
+        if split:
+            # The boundary the original's GeOps have (and its ref-edge errors), before the
+            # members that run in the outer graph leave the clusters.
+            placed = self._placed_boundaries(view, ctx, clusters, cluster_of, mix, split)
+            for i in sorted(outside):
+                clusters[cluster_of.pop(i)].outer.append(i)
+            for cname in split:
+                cluster = clusters[cname]
+                cluster.placed = placed[cname]
+                if cluster.outer:
+                    gone = set(cluster.outer)
+                    cluster.members = [i for i in cluster.members if i not in gone]
+        hoisted = self._hoist_constants(view, ctx, clusters, cluster_of)
+        for cname in sorted(split):
+            if clusters[cname].outer:
+                self._split_steps(view, clusters, cname, cluster_of, existing_functions)
+        order = sorted(clusters, key=lambda c: clusters[c].position)
 
         self._plan_const_copies(view, clusters, cluster_of, mix, hoisted)
-        if not ctx.get_backend().keeps_state_on_host and config.variable_placement != "Host":
-            self._plan_var_copies(view, clusters, cluster_of)
         self._plan_io(view, ctx, clusters, cluster_of)
         self._plan_control_outputs(view, ctx, clusters, cluster_of)
 
@@ -137,8 +192,20 @@ class EncapsulatePass(PassBase):
         out.library.CopyFrom(graph_def.library)
         remaining_names = {nodes[i].name for i in range(len(nodes)) if i not in cluster_of}
         remaining_names.update(clusters)
+        # Clusters whose every member runs in the outer graph still get their (empty) node, so
+        # the cluster is reported; it stands before the cluster's first node.
+        empty_at = {}
+        for cname in order:
+            if not clusters[cname].members:
+                empty_at.setdefault(clusters[cname].position, []).append(cname)
+        own_attrs = set(outside) | set(copied_into)
         emitted = set()
         for i, node in enumerate(nodes):
+            if empty_at and i in empty_at:
+                for cname in empty_at[i]:
+                    out.node.add().CopyFrom(
+                        self._geop_node(view, clusters, cname, cluster_of, graph_config,
+                                        option_attrs))
             cname = cluster_of.get(i)
             if cname is not None:
                 if cname not in emitted:
@@ -152,6 +219,8 @@ class EncapsulatePass(PassBase):
             for key in (PLACEMENT_ATTR, CLUSTER_ATTR):
                 if key in copy.attr:
                     del copy.attr[key]  # bookkeeping ends here; the report read it
+            if own_attrs and i in own_attrs:
+                _drop_attrs(copy, (EXECUTES_ATTR, COPIED_INTO_ATTR))
             if any(src in cluster_of for src, _ in view.data_inputs[i]) or \
                     any(src in cluster_of for src in view.control_inputs[i]):
                 self._rewire_host_node(view, i, copy, clusters, cluster_of)
@@ -164,7 +233,33 @@ class EncapsulatePass(PassBase):
             "clusters": len(clusters),
             "inputs": {c: len(clusters[c].inputs) for c in order},
             "outputs": {c: len(clusters[c].outputs) for c in order},
+            "run_outside": len(outside),
         })
+
+    @staticmethod
+    def _read_clusters(view, graph_def):
+        """``(cluster_of, outside, copied_into)`` left by the ``cluster`` pass: node index →
+        cluster name; member index → reason it runs in the outer graph; variable index → the
+        clusters that get a copy of it. Read from the view's cache when the cluster pass just
+        ran, else from the node attributes."""
+        cached = view.cache.get(("clusters", id(graph_def)))
+        if cached is not None and cached[0] is graph_def and len(cached) == 4:
+            _, names, outside, copies = cached
+            return dict(names), dict(outside), {i: list(t) for i, t in copies.items()}
+        cluster_of = {}
+        outside = {}
+        copied_into = {}
+        for i, node in enumerate(view.nodes):
+            attrs = node.attr
+            value = attrs.get(CLUSTER_ATTR)
+            if value is not None:
+                cluster_of[i] = value.s.decode()
+                reason = attrs.get(EXECUTES_ATTR)
+                if reason is not None:
+                    outside[i] = reason.s.decode()
+            if view.ops[i] in _VARIABLE_OPS and COPIED_INTO_ATTR in attrs:
+                copied_into[i] = [s.decode() for s in attrs[COPIED_INTO_ATTR].list.s]
+        return cluster_of, outside, copied_into
 
     # ------------------------------------------------------------------ planning
     @staticmethod
@@ -192,58 +287,116 @@ class EncapsulatePass(PassBase):
         return hoisted
 
     @staticmethod
-    def _plan_const_copies(view, clusters, cluster_of, mix, hoisted=frozenset()):
+    def _plan_const_copies(view, clusters, cluster_of, mix, hoisted=frozenset(), consts=None):
         """Mix-compile mode: a Const feeding a cluster from outside is copied into it as
         ``<name>_copied`` (as the original does), except the large Consts the backend keeps in
-        the outer graph (``hoisted``): copying them back would undo the hoisting."""
+        the outer graph (``hoisted``): copying them back would undo the hoisting. ``consts``
+        limits the Consts looked at (default: every node); only the clusters in ``clusters``
+        get copies."""
         if not mix:
             return
         nodes = view.nodes
-        for i, node in enumerate(nodes):
-            if node.op not in CONST_OPS or i in hoisted:
+        for i in range(len(nodes)) if consts is None else consts:
+            if nodes[i].op not in CONST_OPS or i in hoisted:
                 continue
             home = cluster_of.get(i)
             for d, _, port in view.data_outputs[i]:
                 target = cluster_of.get(d)
-                if target is None or target == home or port != 0:
+                if target is None or target == home or port != 0 or target not in clusters:
                     continue
                 copies = clusters[target].const_copies
                 if i not in copies:
                     copies[i] = None  # name assigned when the body is built
 
     @staticmethod
-    def _plan_var_copies(view, clusters, cluster_of):
-        """``CopyVarsBetweenGeOp`` (devices that own variables): a variable read through a ref or
-        resource edge by another cluster is duplicated, same name, into that cluster; a ref or
-        resource consumer outside every cluster is an error (spec §2.7)."""
-        nodes = view.nodes
-        for i, node in enumerate(nodes):
-            if node.op not in _VARIABLE_OPS:
-                continue
-            home = cluster_of.get(i)
-            for d, slot, _ in view.data_outputs[i]:
-                # The consumer's declared input type decides (an Identity reading a ref variable
-                # takes a plain value), as in the original.
-                t = view.edge_type(d, slot)
-                if t is None or not (is_ref_type(t) or base_type(t) == _DT_RESOURCE):
+    def _place_variable_copies(view, ctx, clusters, cluster_of, outside, copied_into):
+        """``CopyVarsBetweenGeOp`` (planned by ``cluster``): each variable copied into a cluster
+        becomes part of that cluster's body — or, when the backend runs the variable in the
+        outer graph, is only recorded as a member that runs outside (the cluster reads the
+        variable through an argument, or its ref consumers run outside too)."""
+        if not copied_into:
+            return
+        for i, targets in copied_into.items():
+            if i in cluster_of:
+                runs_outside = i in outside
+            else:  # a host variable read by a cluster: ask the backend
+                runs_outside = bool(outside_members(view, [i], ctx.get_backend()))
+            for target in targets:
+                cluster = clusters.get(target)
+                if cluster is None:
                     continue
-                target = cluster_of.get(d)
-                if target is None:
-                    raise RewriteError(
-                        f"Ref Tensors (e.g., Variables) output: {nodes[d].name} is not in white "
-                        f"list (it reads variable {node.name!r} on the host while the device "
-                        "owns the variables; set variable_placement=Host or move it into the "
-                        "graph's device part)", code="InvalidArgument", node=nodes[d].name)
-                if target != home and i not in clusters[target].var_copies:
-                    clusters[target].var_copies.append(i)
+                (cluster.outer_copies if runs_outside else cluster.var_copies).append(i)
+
+    def _placed_boundaries(self, view, ctx, clusters, cluster_of, mix, names):
+        """Cluster name → ``(inputs, outputs)`` of the GeOp the original builds (every member
+        inside, variables copied in, no constant hoisted), for the clusters ``names``. Raises
+        the original's errors for ref tensors crossing their boundary. Looks only at those
+        clusters' members and their consumers."""
+        placed = {}
+        members = []
+        for name in names:
+            cluster = clusters[name]
+            twin = _Cluster(name)
+            twin.members = list(cluster.members)
+            twin.var_copies = list(cluster.var_copies) + list(cluster.outer_copies)
+            placed[name] = twin
+            members.extend(cluster.members)
+        members.sort()
+        consumers = sorted({d for i in members for d, _, _ in view.data_outputs[i]})
+        if mix:  # CopyConstBetweenGeOp: the Consts feeding these clusters from outside
+            consts = sorted({src for i in members for src, _ in view.data_inputs[i]
+                             if src >= 0 and view.ops[src] in CONST_OPS})
+            self._plan_const_copies(view, placed, cluster_of, mix, consts=consts)
+        self._plan_io(view, ctx, placed, cluster_of, dsts=(members, consumers))
+        return {name: (twin.inputs, twin.outputs) for name, twin in placed.items()}
 
     @staticmethod
-    def _plan_io(view, ctx, clusters, cluster_of):
+    def _split_steps(view, clusters, cname, cluster_of, existing_functions):
+        """Split the members of ``cname`` that run inside into steps (``passes/_outside.py``):
+        step 0 keeps the cluster's name, step ``s`` becomes ``<cname>_stage<s>``."""
+        cluster = clusters[cname]
+        rank = view.cache.get("topological_rank")
+        if rank is None:
+            order, _ = view.topological_order(skip_back_edges=True)
+            rank = [0] * len(view.ops)
+            for position, i in enumerate(order):
+                rank[i] = position
+            view.cache["topological_rank"] = rank
+        steps = member_steps(view, cluster.members, cluster.outer, rank)
+        count = max(steps.values(), default=0) + 1
+        if count == 1:
+            return
+        parts = []
+        for s in range(1, count):
+            name = f"{cname}{STAGE_SUFFIX}{s}"
+            _check_free_name(view, name, cluster_of, existing_functions)
+            part = _Cluster(name)
+            part.part_of = cname
+            parts.append(part)
+        kept = []
+        for i in cluster.members:
+            s = steps[i]
+            if s:
+                parts[s - 1].members.append(i)
+                cluster_of[i] = parts[s - 1].name
+            else:
+                kept.append(i)
+        cluster.members = kept
+        for part in parts:
+            clusters[part.name] = part
+
+    @staticmethod
+    def _plan_io(view, ctx, clusters, cluster_of, dsts=None):
+        """Arguments, results and control inputs of ``clusters``. ``dsts``: the (sorted) nodes
+        whose inputs to look at for the arguments and for the results (default: every node);
+        clusters missing from ``clusters`` are left alone."""
         nodes = view.nodes
+        every = range(len(nodes))
+        arg_dsts, result_dsts = dsts if dsts is not None else (every, every)
         # Inputs: edges entering a cluster, in edge order (consumers in GraphDef order).
-        for dst in range(len(nodes)):
+        for dst in arg_dsts:
             cname = cluster_of.get(dst)
-            if cname is None:
+            if cname is None or cname not in clusters:
                 continue
             cluster = clusters[cname]
             for slot, (src, port) in enumerate(view.data_inputs[dst]):
@@ -275,13 +428,13 @@ class EncapsulatePass(PassBase):
                 if outer != cname and outer not in cluster.control_inputs:
                     cluster.control_inputs.append(outer)
         # Outputs: edges leaving a cluster, in edge order; then fetched tensors.
-        for dst in range(len(nodes)):
+        for dst in result_dsts:
             dname = cluster_of.get(dst)
             for slot, (src, port) in enumerate(view.data_inputs[dst]):
                 sname = cluster_of.get(src)
-                if sname is None or sname == dname:
+                if sname is None or sname == dname or sname not in clusters:
                     continue
-                if dname is not None and (src in clusters[dname].const_copies
+                if dname in clusters and (src in clusters[dname].const_copies
                                           or src in clusters[dname].var_copies):
                     continue
                 t = view.edge_type(dst, slot)
@@ -293,7 +446,7 @@ class EncapsulatePass(PassBase):
                 _add_output(clusters[sname], src, port)
         for src, port in _fetched(view, ctx):
             sname = cluster_of.get(src)
-            if sname is not None:
+            if sname is not None and sname in clusters:
                 _add_output(clusters[sname], src, port)
 
     @staticmethod
@@ -341,6 +494,17 @@ class EncapsulatePass(PassBase):
         if cluster.hoisted:
             node.attr[CLUSTER_HOISTED_ATTR].list.s.extend(
                 nodes[i].name.encode() for i in cluster.hoisted)
+        outer = sorted(set(cluster.outer) | set(cluster.outer_copies))
+        if outer:
+            node.attr[CLUSTER_OUTER_ATTR].list.s.extend(nodes[i].name.encode() for i in outer)
+        if cluster.placed is not None:
+            for key, tensors in zip((CLUSTER_PLACED_INPUTS_ATTR, CLUSTER_PLACED_OUTPUTS_ATTR),
+                                    cluster.placed):
+                node.attr[key].list.SetInParent()  # present even when empty
+                node.attr[key].list.s.extend(_tensor(nodes[s].name, p).encode()
+                                             for s, p in tensors)
+        if cluster.part_of is not None:
+            node.attr[CLUSTER_PART_OF_ATTR].s = cluster.part_of.encode()
         return node
 
     @staticmethod
@@ -434,9 +598,7 @@ class EncapsulatePass(PassBase):
             body = fdef.node_def.add()
             body.CopyFrom(nodes[i])
             attrs = body.attr
-            for key in (CLUSTER_ATTR, PLACEMENT_ATTR):
-                if key in attrs:
-                    del attrs[key]
+            _drop_attrs(body, _BOOKKEEPING)
             # Inputs from the index (no string parsing): body-local references, the copies of
             # constants, or the function's arguments.
             inputs = []

@@ -1,4 +1,4 @@
-"""``in_out_pair``: choose the device nodes from user-given in/out node pairs (spec §2.5).
+"""``in_out_pair``: choose the device nodes from user-given in/out node pairs.
 
 Runs after ``mark_candidates`` and does nothing unless the option ``in_out_pair`` is set. The
 region of a pair ``[[ins], [outs]]`` is every node on a directed path from an in-node to one of
@@ -7,17 +7,17 @@ entry is saved as well (the original's cross-entry behaviour). Then:
 
 * ``in_out_pair_flag`` true (default): the region is offloaded and everything else stays on the
   host (``in_out_pair_excluded``). Every region node must be supported, else ``RewriteError``
-  ("<node> is not supported npu node.", as the original's Internal error) — except nodes the
-  backend itself must keep on the host (state owners, graph inputs), which stay there.
+  ("<node> is not supported npu node.", as the original's Internal error) — except graph inputs
+  the session feeds (the original sees them as ``_Arg`` nodes), which stay on the host.
 * ``in_out_pair_flag`` false: the region stays on the host (``in_out_pair_region``) and every
   other supported node (Consts included) is offloaded.
 
 Support is judged with mix semantics (gray ops unsupported) and Consts allowed, as the original.
 Unknown in/out node names are warned about (naming them) and their entry skipped; if no candidate
-results, the ``mark_candidates`` annotations are kept (the original's fallback). On the CPU
-reference the ref/resource/variant edge rules and the v1 control-flow rules still apply after the
-region is chosen, because a function cannot take a ref input or split a loop (documented
-deviation; the original applies no infection on this path).
+results, the ``mark_candidates`` annotations are kept (the original's fallback). As in the
+original, no ref/resource/variant/string edge rule applies on this path (a ref tensor crossing the
+boundary is then the original's error, raised by ``encapsulate``); only the v1 control-flow rules
+do, because a function cannot hold part of a while loop or cond (documented deviation).
 """
 
 import warnings
@@ -33,7 +33,7 @@ __all__ = ["InOutPairPass", "in_out_pair_region", "InOutPairWarning"]
 
 # Reasons for which a region node stays on the host without failing the rewrite: the backend
 # (not the op list) keeps it there.
-_BACKEND_REASONS = ("state_owner", "graph_input")
+_BACKEND_REASONS = ("graph_input",)
 
 
 class InOutPairWarning(UserWarning):
@@ -135,7 +135,7 @@ class InOutPairPass(PassBase):
             # is already in the graph.
             return PassResult(graph_def, False, {"active": True, "fallback": True,
                                                  "skipped_entries": skipped_entries})
-        self._apply_backend_rules(view, ctx, candidate, reasons)
+        self._apply_group_rules(view, ctx, candidate, reasons)
         previous = read_placements(view)
         out, modified = publish_placements(ctx, view, graph_def, candidate, reasons)
         return PassResult(out, modified, {
@@ -148,13 +148,10 @@ class InOutPairPass(PassBase):
         })
 
     @staticmethod
-    def _apply_backend_rules(view, ctx, candidate, reasons):
+    def _apply_group_rules(view, ctx, candidate, reasons):
         config = ctx.get_config()
         ipl = int(config.iterations_per_loop)
         enable_dp = bool(config.enable_data_pre_proc)
-        seeds = [i for i in range(len(candidate)) if not candidate[i]]
-        _rules.infect(view, candidate, reasons, seeds, iterations_per_loop=ipl,
-                      enable_dp=enable_dp)
         _rules.apply_group_rules(view, candidate, reasons, _rules.while_frames(view),
                                  _rules.cond_regions(view), iterations_per_loop=ipl,
                                  enable_dp=enable_dp)

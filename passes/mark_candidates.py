@@ -1,4 +1,4 @@
-"""``mark_candidates``: decide, for every node, whether it may go to the device (spec §2.4).
+"""``mark_candidates``: decide, for every node, whether it may go to the device.
 
 Input: any GraphDef. Output: the same graph with every node annotated
 ``_npu_adapter_placement = "npu:<reason>"`` (a candidate for a cluster) or ``"host:<reason>"``.
@@ -13,8 +13,9 @@ Rules, in the original's order:
    mode, ``_without_npu_compile``, library functions, the backend's exclusions); a Const becomes a
    candidate only through a control input from a supported node or, at the end, by feeding a
    candidate; mix mode refuses resource inputs not produced by a ``VarHandleOp``;
-   ``variable_placement="Host"`` keeps variables on the host; with ``enable_data_pre_proc`` an
-   ``Iterator``→``IteratorGetNext`` pair is a candidate (when the backend owns state).
+   ``variable_placement="Host"`` keeps variables on the host (with ``Device``, the default,
+   variables, their reads and their updates are candidates like any op); with
+   ``enable_data_pre_proc`` an ``Iterator``→``IteratorGetNext`` pair is a candidate.
 3. Infection (:func:`passes._rules.infect`): ref, resource and variant edges never cross the
    boundary; string edges only when ``iterations_per_loop == 1``.
 4. v1 while frames and cond regions stay wholly on one side (:func:`apply_group_rules`).
@@ -76,13 +77,12 @@ def _dp_candidate(view, i):
 
 
 def compute_candidates(view, ctx):
-    """Candidate flags and reasons for every node of ``view`` (the default path, spec §2.4).
+    """Candidate flags and reasons for every node of ``view`` (the default path).
 
     Returns ``(candidate, reasons, skipped)``; ``skipped`` holds nodes that reference
     unsupported functions (they neither become candidates nor infect their neighbours).
     """
     config = ctx.get_config()
-    backend = ctx.get_backend()
     n = len(view.nodes)
     candidate = [False] * n
     reasons = {}
@@ -95,7 +95,8 @@ def compute_candidates(view, ctx):
     iterations_per_loop = int(config.iterations_per_loop)
     enable_dp = bool(config.enable_data_pre_proc)
     variables_on_host = config.variable_placement == "Host"
-    oracle = _rules.SupportOracle(view, ctx.get_op_support(), backend, mix_compile_mode=mix)
+    oracle = _rules.SupportOracle(view, ctx.get_op_support(), ctx.get_backend(),
+                                  mix_compile_mode=mix)
     for i, op in enumerate(view.ops):
         if op in _rules.CONST_OPS:
             ok, reason = oracle.node_support(i, support_const=True)
@@ -106,13 +107,13 @@ def compute_candidates(view, ctx):
             else:
                 reasons[i] = reason if not ok else "const_not_supported_here"
             continue
-        if enable_dp and not backend.keeps_state_on_host:
+        if enable_dp:
             dp = _dp_candidate(view, i)
             if dp is not None:
                 candidate[i] = dp
                 reasons[i] = "supported" if dp else "unsupported_op"
                 if not dp:
-                    skipped.add(i)  # neither candidate nor host member (spec §2.4)
+                    skipped.add(i)  # neither candidate nor host member
                 continue
         ok, reason = oracle.node_support(i)
         if reason == "function_not_supported":

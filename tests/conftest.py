@@ -26,6 +26,7 @@ class OriginalLikeBackend(CpuReferenceBackend):
     keeps_state_on_host = False
     per_op_node_support = True
     hoist_constants_bytes = None  # constants go into the GeOp, as in the original
+    outside_cluster_reason = None  # the device runs every member of its GeOps
 
     def supports_node(self, node_def, op_def):
         return True, "supported"

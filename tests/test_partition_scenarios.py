@@ -1,9 +1,10 @@
-"""Acceptance scenarios of spec §8.1 for the partitioner.
+"""The original adapter's partition acceptance scenarios.
 
-Each scenario is checked twice where it matters: with ``original_like`` (device owns variables, the
-original's 37-op test list — the membership the original adapter produces) and with the CPU
-reference (variables stay with the session) where the rewritten graph is also run and compared
-bit for bit with plain TensorFlow.
+Each scenario is checked with ``original_like`` (a test backend whose device runs every member of
+its GeOps, with the original's 37-op test list) and, where variables are involved, with the CPU
+reference too: it must give the same membership (the original's), run the variables and the ops
+on their ref edges in the outer graph (``executes``), and compute what plain TensorFlow computes,
+bit for bit.
 """
 
 import warnings
@@ -28,9 +29,13 @@ from npu_adapter.testing import GraphBuilder, assert_rewrite_equivalent, canonic
 tf1 = tf.compat.v1
 
 
+BACKENDS = ["original_like", "cpu"]
+
+
 def members(result):
-    """Cluster name → set of node names (the normalised membership the tests compare)."""
-    return {c.name: set(c.nodes) for c in result.clusters}
+    """Cluster name → set of node names as the original places them (the normalised membership
+    the tests compare)."""
+    return {name: set(nodes) for name, nodes in result.membership().items()}
 
 
 def reason(result, name):
@@ -38,18 +43,33 @@ def reason(result, name):
     return p["device"], p["reason"]
 
 
-def original(graph_def, options=None, ops=None, **kwargs):
-    return rewrite(graph_def, options or {}, backend="original_like",
+def executes(result, name):
+    p = result.placement[name]
+    return p["executes"], p.get("executes_reason")
+
+
+def original(graph_def, options=None, ops=None, backend="original_like", **kwargs):
+    return rewrite(graph_def, options or {}, backend=backend,
                    op_support=ops or original_test_fixture_list(), **kwargs)
 
 
 # --------------------------------------------------------------------------- 1: single cluster
-def test_1_full_offload_single_cluster_original_membership():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_1_full_offload_single_cluster_original_membership(backend):
+    res = original(build_geop_graph(), backend=backend)
+    assert members(res) == {"GeOp1_0": {"Const_1", "Variable", "Variable/read", "Add"}}
+    assert reason(res, "Variable") == ("npu", "supported")
+    geop = res.cluster("GeOp1_0")
+    assert geop.device_inputs == () and geop.device_outputs == ("Add:0",)
+    assert reason(res, "ret") == ("host", "arg_retval")
+
+
+def test_1_full_offload_single_cluster_original_geop():
     gd = build_geop_graph()
     res = original(gd)
-    assert members(res) == {"GeOp1_0": {"Const_1", "Variable", "Variable/read", "Add"}}
     geop = res.cluster("GeOp1_0")
     assert geop.inputs == () and geop.outputs == ("Add:0",)
+    assert executes(res, "Variable") == ("npu", None)
     assert canonical_edges(res.graph_def) == ["GeOp1_0->ret"]
     node = next(n for n in res.graph_def.node if n.name == "GeOp1_0")
     assert node.attr["f"].func.name == "GeOp1_0"
@@ -62,12 +82,19 @@ def test_1_full_offload_single_cluster_original_membership():
     assert reason(res, "ret") == ("host", "arg_retval")
 
 
-def test_1_full_offload_on_cpu_keeps_the_variable_with_the_session():
-    gd = build_geop_graph(retval_op="Identity")
-    res = rewrite(gd, {}, fetches=["ret:0"], op_support=original_test_fixture_list())
-    assert members(res) == {"GeOp1_0": {"Const_1", "Variable/read", "Add", "ret"}}
-    assert reason(res, "Variable") == ("host", "state_owner")
-    assert res.cluster("GeOp1_0").inputs == ("Variable:0",)
+def test_1_on_cpu_the_ref_variable_runs_outside_and_its_value_is_passed_in():
+    res = original(build_geop_graph(), backend="cpu")
+    assert executes(res, "Variable") == ("host", "ref_edge_cpu_reference")
+    for name in ("Const_1", "Variable/read", "Add"):
+        assert executes(res, name) == ("npu", None)
+    geop = res.cluster("GeOp1_0")
+    assert geop.outer_nodes == ("Variable",)
+    assert set(geop.nodes) == {"Const_1", "Variable/read", "Add"}
+    assert geop.inputs == ("Variable:0",) and geop.outputs == ("Add:0",)
+    # The session's own VariableV2 node stays, unchanged, in the outer graph.
+    outer = {n.name: n for n in res.graph_def.node}
+    assert outer["Variable"] == next(n for n in build_geop_graph().node if n.name == "Variable")
+    assert canonical_edges(res.graph_def) == ["GeOp1_0->ret", "Variable->GeOp1_0"]
 
 
 def test_1_runs_bit_for_bit_on_cpu():
@@ -80,7 +107,28 @@ def test_1_runs_bit_for_bit_on_cpu():
     b.binary("Add", "Add", "Const_1", "Variable/read")
     res = assert_rewrite_equivalent(b.graph_def(), {}, {}, ["Add:0"], init=["init"],
                                     op_support=original_test_fixture_list())
+    assert members(res) == {"GeOp1_0": {"Const_1", "Variable", "Variable/read", "Add"}}
     assert len(res.clusters) == 1
+
+
+def test_1_init_graph_runs_bit_for_bit_on_cpu():
+    """The variable's initialisation (Assign on its ref edge) is in the cluster as in the
+    original; on the CPU reference the Assign runs outside with the value computed inside."""
+    b = GraphBuilder()
+    b.op("VariableV2", "Variable", dtype=tf.float32, shape=[2], container="", shared_name="")
+    b.const("a", np.array([0.25, 4.0], np.float32))
+    b.const("b", np.array([1.5, -2.0], np.float32))
+    b.binary("Add", "init_value", "a", "b")
+    b.op("Assign", "init", ["Variable", "init_value"], T=tf.float32)
+    b.op("Identity", "Variable/read", ["Variable", "^init"], T=tf.float32)
+    res = assert_rewrite_equivalent(b.graph_def(), {}, {}, ["Variable/read:0"])
+    assert members(res) == {"GeOp1_0": {"Variable", "a", "b", "init_value", "init",
+                                        "Variable/read"}}
+    assert executes(res, "init") == ("host", "ref_edge_cpu_reference")
+    # The read waits for the Assign, which waits for the value: two calls of one cluster.
+    assert [(c.name, c.part_of) for c in res.clusters] == [("GeOp1_0", None),
+                                                          ("GeOp1_0_stage1", "GeOp1_0")]
+    assert res.cluster("GeOp1_0_stage1").nodes == ("Variable/read",)
 
 
 # --------------------------------------------------------------------------- 2, 3: scopes
@@ -120,18 +168,24 @@ def test_unique_is_gray_in_the_bundled_list_so_mix_mode_keeps_it_on_host():
 
 
 # --------------------------------------------------------------------------- 4-10: in_out_pair
-def test_4_in_out_pair_flag_true_offloads_the_region():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_4_in_out_pair_flag_true_offloads_the_region(backend):
     res = original(build_geop_graph(), {"mix_compile_mode": True,
-                                        "in_out_pair": "[[['Variable', 'Const_1'],['Add']]]"})
+                                        "in_out_pair": "[[['Variable', 'Const_1'],['Add']]]"},
+                   backend=backend)
     assert members(res) == {"GeOp1_0": {"Variable", "Variable/read", "Const_1", "Add"}}
-    assert canonical_edges(res.graph_def) == ["GeOp1_0->ret"]
+    assert canonical_edges(res.graph_def) == (
+        ["GeOp1_0->ret"] if backend == "original_like" else
+        ["GeOp1_0->ret", "Variable->GeOp1_0"])  # the variable's value, read in the outer graph
     assert reason(res, "Add") == ("npu", "in_out_pair_region")
     assert reason(res, "ret") == ("host", "in_out_pair_excluded")
 
 
-def test_5_in_out_pair_flag_false_keeps_the_region_on_host():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_5_in_out_pair_flag_false_keeps_the_region_on_host(backend):
     res = original(build_geop_graph(), {"mix_compile_mode": True, "in_out_pair_flag": False,
-                                        "in_out_pair": "[[['Variable'],['Add']]]"})
+                                        "in_out_pair": "[[['Variable'],['Add']]]"},
+                   backend=backend)
     assert members(res) == {"GeOp1_0": {"Const_1"}}
     assert canonical_edges(res.graph_def) == sorted(
         ["Variable->Variable/read", "GeOp1_0->Add", "Variable/read->Add:1", "Add->ret"])
@@ -367,16 +421,23 @@ def _save_graph():
     return b.graph_def()
 
 
-def test_20_full_offload_merges_independent_clusters():
-    res = original(_save_graph())
-    (cluster,) = res.clusters
-    assert {"v1", "v2", "v3", "save/filename/input", "save/filename", "save/Const"} <= \
-        set(cluster.nodes)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_20_full_offload_merges_independent_clusters(backend):
+    res = original(_save_graph(), backend=backend)
+    assert members(res) == {"GeOp1_0": {"v1", "v2", "v3", "save/filename/input",
+                                        "save/filename", "save/Const"}}
     assert reason(res, "save/control_dependency") == ("host", "not_in_largest_cluster")
     assert reason(res, "save/SaveV2") == ("host", "unsupported_op")
+    cluster = res.cluster("GeOp1_0")
+    assert cluster.device_outputs == ("save/Const:0", "v1:0", "v2:0", "v3:0")
     fdef = next(f for f in res.graph_def.library.function if f.signature.name == cluster.name)
     dummies = {n.name for n in fdef.node_def if n.name.endswith("_dummyIdentity")}
-    assert dummies == {"v1_dummyIdentity", "v2_dummyIdentity", "v3_dummyIdentity"}
+    if backend == "original_like":
+        assert dummies == {"v1_dummyIdentity", "v2_dummyIdentity", "v3_dummyIdentity"}
+    else:  # the variables run in the outer graph and SaveV2 reads them there
+        assert dummies == set()
+        assert cluster.outer_nodes == ("v1", "v2", "v3")
+        assert cluster.outputs == ("save/Const:0",)
 
 
 def _momentum_graph(without_middle=True):
@@ -417,13 +478,37 @@ def test_21_mix_mode_copies_variables_into_each_cluster(tmp_path):
     assert readers >= 2
 
 
+def test_21_cpu_gives_the_original_membership_with_variable_copies():
+    gd = _momentum_graph()
+    signature = {"fetches": ["loss:0"], "feeds": ["x:0"], "targets": ["train"]}
+    like = original(gd, {"mix_compile_mode": True}, ops=None, **signature)
+    cpu = original(gd, {"mix_compile_mode": True}, ops=None, backend="cpu", **signature)
+    expected = members(like)
+    # original_like offers the Placeholder to the device; a real session feeds it as an _Arg,
+    # which never goes into a cluster (the CPU reference says graph_input).
+    for names in expected.values():
+        names.discard("x")
+    assert reason(cpu, "x") == ("host", "graph_input")
+    assert members(cpu) == expected
+    assert len(expected) >= 2
+    copied = cpu.placement["Variable_1"]["copied_into"]
+    assert copied == like.placement["Variable_1"]["copied_into"]
+    assert copied and cpu.placement["Variable_1"]["cluster"] not in copied
+    for name in copied:  # each cluster reading it through a ref edge holds a copy
+        assert "Variable_1" in members(cpu)[name]
+        assert "Variable_1" in cpu.cluster(name).outer_nodes
+    assert executes(cpu, "train/update_Variable_1/ApplyMomentum") == (
+        "host", "ref_edge_cpu_reference")
+
+
 def test_21_mix_mode_momentum_step_runs_bit_for_bit_on_cpu():
     gd = _momentum_graph()
     feeds = {"x:0": np.random.RandomState(0).randn(4, 3).astype(np.float32)}
     res = assert_rewrite_equivalent(gd, {"mix_compile_mode": True}, feeds, ["loss:0"],
                                     targets=["train"], init=["init"], steps=4)
     assert reason(res, "middle") == ("host", "without_npu_compile_scope")
-    assert len(res.clusters) >= 2
+    assert reason(res, "Variable_1") == ("npu", "supported")
+    assert len(res.membership()) >= 2
 
 
 def test_22_const_shared_across_clusters_is_copied():
@@ -468,24 +553,57 @@ def test_22b_large_const_shared_across_clusters_is_passed_not_copied():
     assert "C" in [t.split(":")[0] for t in outer["GeOp1_1"].input]
 
 
-def test_23_resource_variable_on_host_feeds_the_cluster_by_value():
+def _resource_matmul_graph():
     g = tf.Graph()
     with g.as_default():
         x = tf1.placeholder(tf.float32, [2, 2], name="x")
-        v = tf1.get_variable("v", initializer=np.eye(2, dtype=np.float32), use_resource=True)
+        v = tf1.get_variable("v", initializer=np.arange(4, dtype=np.float32).reshape(2, 2),
+                             use_resource=True)
         tf.matmul(x, v.read_value(), name="mm")
         tf1.global_variables_initializer()
-    gd = g.as_graph_def()
-    res = original(gd, {"mix_compile_mode": True, "variable_placement": "Host"},
-                   ops=OpSupportList.from_names(["MatMul", "ReadVariableOp", "VarHandleOp",
-                                                 "Identity"]),
-                   fetches=["mm:0"], feeds=["x:0"])
+    return g.as_graph_def()
+
+
+_OPS_23 = OpSupportList.from_names(["MatMul", "ReadVariableOp", "VarHandleOp", "Identity"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_23_resource_variable_on_host_feeds_the_cluster_by_value(backend):
+    res = original(_resource_matmul_graph(), {"mix_compile_mode": True,
+                                              "variable_placement": "Host"},
+                   ops=_OPS_23, fetches=["mm:0"], feeds=["x:0"], backend=backend)
     assert reason(res, "v") == ("host", "variable_placement_host")
     (read,) = [name for name in res.placement if name.endswith("ReadVariableOp")]
     assert reason(res, read) == ("host", "resource_edge")
     assert reason(res, "mm")[0] == "npu"
+    assert members(res) == {"GeOp1_0": {"Identity", "mm"}}
     geop = next(n for n in res.graph_def.node if n.name == res.clusters[0].name)
-    assert tf.float32.as_datatype_enum in geop.attr["Tin"].list.type
+    assert list(geop.attr["Tin"].list.type) == [tf.float32.as_datatype_enum] * 2  # x, the read
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_23_resource_variable_on_the_device_takes_its_reads_along(backend):
+    res = original(_resource_matmul_graph(), {"mix_compile_mode": True}, ops=_OPS_23,
+                   fetches=["mm:0"], feeds=["x:0"], backend=backend)
+    (read,) = [name for name in res.placement if name.endswith("ReadVariableOp")]
+    assert members(res) == {"GeOp1_0": {"v", read, "Identity", "mm"}}
+    assert res.cluster("GeOp1_0").device_inputs == ("x:0",)
+    if backend == "cpu":
+        # The session's VarHandleOp stays outside; its handle is an argument of the function.
+        assert executes(res, "v") == ("host", "resource_handle_cpu_reference")
+        assert executes(res, read) == ("npu", None)
+        geop = next(n for n in res.graph_def.node if n.name == "GeOp1_0")
+        assert list(geop.attr["Tin"].list.type) == [tf.resource.as_datatype_enum,
+                                                    tf.float32.as_datatype_enum]
+
+
+@pytest.mark.parametrize("placement", ["Device", "Host"])
+def test_23_runs_bit_for_bit_on_cpu(placement):
+    feeds = {"x:0": np.array([[1.5, -2.0], [0.25, 3.0]], np.float32)}
+    res = assert_rewrite_equivalent(_resource_matmul_graph(),
+                                    {"mix_compile_mode": True, "variable_placement": placement},
+                                    feeds, ["mm:0"], init=["init"], op_support=_OPS_23)
+    assert reason(res, "v")[0] == ("npu" if placement == "Device" else "host")
 
 
 def _assign_graph():
@@ -499,11 +617,15 @@ def _assign_graph():
     return b.graph_def()
 
 
-def test_24_ref_consumer_on_host_with_device_owned_variables_is_an_error():
-    with pytest.raises(RewriteError, match="Ref Tensors .* Assign is not in white list"):
-        original(_assign_graph(), {"mix_compile_mode": True})
-    res = original(_assign_graph(), {"mix_compile_mode": True, "variable_placement": "Host"})
-    assert res.clusters
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_24_ref_consumer_on_host_with_device_owned_variables_is_an_error(backend):
+    with pytest.raises(RewriteError, match="Ref Tensors .* Assign is not in white list") as info:
+        original(_assign_graph(), {"mix_compile_mode": True}, backend=backend)
+    assert info.value.code == "InvalidArgument"
+    res = original(_assign_graph(), {"mix_compile_mode": True, "variable_placement": "Host"},
+                   backend=backend)
+    assert members(res) == {"GeOp1_0": {"Variable/read", "Mul", "two"}}
+    assert reason(res, "Variable") == ("host", "variable_placement_host")
 
 
 def test_25_string_edges_cross_only_without_loop_sinking():

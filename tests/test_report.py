@@ -52,10 +52,10 @@ def test_nodes_have_device_cluster_reason_and_op(dumped):
     nodes = dumped.report["nodes"]
     assert list(nodes)[:3] == ["images", "conv1/w", "conv1/conv"]
     assert nodes["conv1/conv"] == {"op": "Conv2D", "device": "npu", "cluster": "GeOp1_0",
-                                   "reason": "supported"}
+                                   "reason": "supported", "executes": "npu"}
     assert nodes["conv1/w"]["reason"] == "const_follows_consumer"
     assert nodes["host/sqrt"] == {"op": "Sqrt", "device": "host", "cluster": None,
-                                  "reason": "without_npu_compile_scope"}
+                                  "reason": "without_npu_compile_scope", "executes": "host"}
     assert nodes["images"]["reason"] == "graph_input"
     assert dumped.report["reasons"] == {code: REASON_DESCRIPTIONS[code] for code in sorted(
         {"supported", "const_follows_consumer", "without_npu_compile_scope", "graph_input"})}
@@ -169,9 +169,10 @@ def test_html_embedded_data(dumped):
     data = json.loads(blob)
     assert data["clusters"] == ["GeOp1_0", "GeOp1_1"]
     assert len(data["nodes"]) == 15
-    name, op, on_npu, cluster, reason = data["nodes"][2]
+    name, op, on_npu, cluster, reason, executes = data["nodes"][2]
     assert (name, op, on_npu, data["clusters"][cluster], data["reasons"][reason]) == (
         "conv1/conv", "Conv2D", 1, "GeOp1_0", "supported")
+    assert executes == -1  # runs where the original places it
 
 
 def test_script_json_cannot_close_the_script_element():

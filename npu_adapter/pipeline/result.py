@@ -13,9 +13,16 @@ from npu_adapter.vocabulary import (
     CLUSTER_HOISTED_ATTR,
     CLUSTER_INPUTS_ATTR,
     CLUSTER_NODE_OPS,
+    CLUSTER_OUTER_ATTR,
     CLUSTER_OUTPUTS_ATTR,
+    CLUSTER_PART_OF_ATTR,
+    CLUSTER_PLACED_INPUTS_ATTR,
+    CLUSTER_PLACED_OUTPUTS_ATTR,
+    COPIED_CONST_SUFFIX,
+    COPIED_INTO_ATTR,
     DEVICE_HOST,
     DEVICE_NPU,
+    EXECUTES_ATTR,
     GEOP_OP,
     KEEP_DTYPE_ATTR,
     NPU_OPTIMIZER_ATTR,
@@ -27,18 +34,33 @@ __all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_fro
 
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
-    """One device cluster (one ``GeOp``).
+    """One device cluster (one ``GeOp``), or one step of a cluster the backend calls in steps.
+
+    The original runs a cluster as one GeOp holding every member. A backend that keeps state
+    with the session (the CPU reference) runs some members in the outer graph (``outer_nodes``:
+    variables, queues, tables and the ops on ref edges) and, when the rest depends on itself
+    through them, calls it in steps: then each further step is a ``ClusterInfo`` of its own
+    whose ``part_of`` names the cluster. :meth:`RewriteResult.membership` gives the original's
+    membership whatever the backend.
 
     Attributes:
-        name: ``GeOp<N>_<k>``; also the name of its FunctionDef and of its node.
-        nodes: names of the original nodes inside, in GraphDef order.
-        inputs: original tensor names entering the cluster, in argument order.
+        name: ``GeOp<N>_<k>`` (``GeOp<N>_<k>_stage<s>`` for step ``s``); also the name of its
+            FunctionDef and of its node.
+        nodes: names of the original nodes the node's function computes (and the large Consts
+            it reads from the outer graph), in GraphDef order.
+        inputs: original tensor names entering the node, in argument order.
         outputs: original tensor names leaving it (or fetched), in output order.
         gears: the gear table when gears were inserted: one entry per gear, each a tuple of
             ``(input tensor name, shape)`` pairs.
         op: the op of the cluster node in the final graph (``GeOp`` before lowering).
         gear_patterns: per dynamic input, ``(tensor name, dims)`` with ``-1`` for the dynamic
             dims (empty without gears).
+        outer_nodes: members (the original puts them in the GeOp, variables copied in mix mode
+            included) that this backend runs in the outer graph, in GraphDef order.
+        part_of: for a further step, the name of its cluster (None otherwise).
+        placed_inputs, placed_outputs: the boundary of the original's GeOp (every member inside)
+            when members run outside, else None (the same as ``inputs``/``outputs``); see
+            :attr:`device_inputs`.
     """
 
     def gear_table(self):
@@ -58,11 +80,25 @@ class ClusterInfo:
     gears: tuple = ()
     op: str = GEOP_OP
     gear_patterns: tuple = ()
+    outer_nodes: tuple = ()
+    part_of: typing.Optional[str] = None
+    placed_inputs: typing.Optional[tuple] = None
+    placed_outputs: typing.Optional[tuple] = None
 
     @property
     def size(self):
-        """Number of original nodes in the cluster."""
+        """Number of original nodes the node's function computes (see ``nodes``)."""
         return len(self.nodes)
+
+    @property
+    def device_inputs(self):
+        """Tensors entering the cluster as the original builds its GeOp."""
+        return self.inputs if self.placed_inputs is None else self.placed_inputs
+
+    @property
+    def device_outputs(self):
+        """Tensors leaving the cluster as the original builds its GeOp."""
+        return self.outputs if self.placed_outputs is None else self.placed_outputs
 
 
 def _is_cluster_node(node):
@@ -101,10 +137,12 @@ def clusters_from_graph(graph_def):
         fdef = functions.get(fname)
         members = ()
         if fdef is not None:
-            members = tuple(n.name for n in fdef.node_def if not n.name.endswith("_copied")
+            members = tuple(n.name for n in fdef.node_def
+                            if not n.name.endswith(COPIED_CONST_SUFFIX)
                             and PRECISION_CAST_MARK not in n.name)
-        if CLUSTER_HOISTED_ATTR in node.attr:  # large Consts passed in by the CPU reference
-            members += tuple(s.decode() for s in node.attr[CLUSTER_HOISTED_ATTR].list.s)
+        attrs = node.attr
+        if CLUSTER_HOISTED_ATTR in attrs:  # large Consts passed in by the CPU reference
+            members += tuple(s.decode() for s in attrs[CLUSTER_HOISTED_ATTR].list.s)
         gears = ()
         if CLUSTER_GEARS_ATTR in node.attr:
             gears = tuple(_parse_gear(s.decode()) for s in node.attr[CLUSTER_GEARS_ATTR].list.s)
@@ -120,8 +158,30 @@ def clusters_from_graph(graph_def):
             gear_patterns=_parse_gear(";".join(
                 s.decode() for s in node.attr[CLUSTER_GEAR_PATTERNS_ATTR].list.s))
             if CLUSTER_GEAR_PATTERNS_ATTR in node.attr else (),
+            outer_nodes=_strings(attrs, CLUSTER_OUTER_ATTR),
+            part_of=attrs[CLUSTER_PART_OF_ATTR].s.decode() if CLUSTER_PART_OF_ATTR in attrs
+            else None,
+            placed_inputs=_strings(attrs, CLUSTER_PLACED_INPUTS_ATTR)
+            if CLUSTER_PLACED_INPUTS_ATTR in attrs else None,
+            placed_outputs=_strings(attrs, CLUSTER_PLACED_OUTPUTS_ATTR)
+            if CLUSTER_PLACED_OUTPUTS_ATTR in attrs else None,
         ))
     return found
+
+
+def _strings(attrs, key):
+    return tuple(s.decode() for s in attrs[key].list.s) if key in attrs else ()
+
+
+def _entry(device, cluster, reason, executes=None, copied_into=None):
+    """A placement entry: where the original places the node, and where it runs here."""
+    entry = {"device": device, "cluster": cluster, "reason": reason,
+             "executes": device if executes is None else DEVICE_HOST}
+    if executes is not None:
+        entry["executes_reason"] = executes
+    if copied_into:
+        entry["copied_into"] = list(copied_into)
+    return entry
 
 
 def placement_from_view(view, default_reason="not_rewritten"):
@@ -136,12 +196,18 @@ def placement_from_view(view, default_reason="not_rewritten"):
         return None
     _, candidate, reasons = placements
     names = clusters[1]
+    outside, copies = (clusters[2], clusters[3]) if len(clusters) == 4 else ({}, {})
     nodes = view.nodes
     result = {}
     for i, node in enumerate(nodes):
         cluster = names.get(i)
-        entry = {"device": DEVICE_NPU if cluster is not None else DEVICE_HOST,
-                 "cluster": cluster, "reason": reasons.get(i, default_reason)}
+        device = DEVICE_NPU if cluster is not None else DEVICE_HOST
+        if (outside or copies) and (i in outside or i in copies):
+            entry = _entry(device, cluster, reasons.get(i, default_reason), outside.get(i),
+                           copies.get(i))
+        else:
+            entry = {"device": device, "cluster": cluster,
+                     "reason": reasons.get(i, default_reason), "executes": device}
         if KEEP_DTYPE_ATTR in node.attr:
             entry["keep_dtype"] = True
         result[node.name] = entry
@@ -152,7 +218,10 @@ def placement_from_graph(graph_def, original_names, default_reason="not_rewritte
     """Placement of every name of ``original_names`` from an annotated rewritten graph.
 
     Host nodes carry their annotation in the outer graph; clustered nodes in the body of their
-    cluster's function. Returns an ordered dict name → ``{"device", "cluster", "reason"}``.
+    cluster's function (or, before ``encapsulate``, ``_subgraphs`` on the node). Returns an
+    ordered dict name → ``{"device", "cluster", "reason", "executes"}`` (plus
+    ``"executes_reason"`` for a device node that runs in the outer graph on this backend, and
+    ``"copied_into"`` for a variable copied into other clusters).
     """
     functions = {f.signature.name: f for f in graph_def.library.function}
     where = {}
@@ -161,10 +230,12 @@ def placement_from_graph(graph_def, original_names, default_reason="not_rewritte
             fdef = functions.get(_function_of(node))
             if fdef is None:
                 continue
+            cluster = node.attr[CLUSTER_PART_OF_ATTR].s.decode() \
+                if CLUSTER_PART_OF_ATTR in node.attr else node.name
             for body in fdef.node_def:
                 placement = get_placement(body)
                 reason = placement[1] if placement else "supported"
-                entry = {"device": DEVICE_NPU, "cluster": node.name, "reason": reason}
+                entry = _entry(DEVICE_NPU, cluster, reason)
                 if KEEP_DTYPE_ATTR in body.attr:
                     entry["keep_dtype"] = True
                 where.setdefault(body.name, entry)
@@ -172,18 +243,20 @@ def placement_from_graph(graph_def, original_names, default_reason="not_rewritte
         placement = get_placement(node)
         if placement is not None:
             device, reason = placement
-            cluster = node.attr[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in node.attr else None
+            attrs = node.attr
+            cluster = attrs[CLUSTER_ATTR].s.decode() if CLUSTER_ATTR in attrs else None
             if cluster is None:
                 device = DEVICE_HOST
-            where[node.name] = {"device": device, "cluster": cluster, "reason": reason}
-            if KEEP_DTYPE_ATTR in node.attr:
+            executes = attrs[EXECUTES_ATTR].s.decode() if EXECUTES_ATTR in attrs else None
+            where[node.name] = _entry(device, cluster, reason, executes,
+                                      _strings(attrs, COPIED_INTO_ATTR))
+            if KEEP_DTYPE_ATTR in attrs:
                 # keep_tensors_dtypes / keep_dtype_scope: GE keeps the op's dtype under
                 # mixed precision; the CPU reference honours it when emulating precision.
                 where[node.name]["keep_dtype"] = True
     result = {}
     for name in original_names:
-        result[name] = where.get(name, {"device": DEVICE_HOST, "cluster": None,
-                                        "reason": default_reason})
+        result[name] = where.get(name) or _entry(DEVICE_HOST, None, default_reason)
     return result
 
 
@@ -195,7 +268,12 @@ class RewriteResult:
         graph_def: the rewritten GraphDef (plain TensorFlow with the CPU reference backend).
         clusters: list of :class:`ClusterInfo`, in GraphDef order.
         placement: dict node name → ``{"device": "npu"|"host", "cluster": name|None,
-            "reason": code}`` for every node of the (client) graph that was rewritten.
+            "reason": code, "executes": "npu"|"host"}`` for every node of the (client) graph
+            that was rewritten. ``device``, ``cluster`` and ``reason`` are the original's
+            placement; ``executes`` is where the node runs on this backend: ``"host"`` with an
+            ``"executes_reason"`` for the device nodes it runs in the outer graph (the CPU
+            reference keeps variables, their ref-edge ops and other state owners there). A
+            variable copied into further clusters (mix mode) has ``"copied_into"``.
         modified: True when the graph changed.
         skip_reason: why the graph was left untouched (None when it was rewritten).
         tensor_map: original tensor name → tensor name in ``graph_def`` for every fetch and for
@@ -225,6 +303,20 @@ class RewriteResult:
             if c.name == name:
                 return c
         raise KeyError(f"no cluster named {name!r}; clusters: {[c.name for c in self.clusters]}")
+
+    def membership(self):
+        """Cluster name → member names as the original places them (every node of its GeOp,
+        variables copied into it included, whichever backend ran the rewrite), in GraphDef
+        order; each cluster once, however many steps the backend calls it in."""
+        order = {name: k for k, name in enumerate(self.placement)}
+        groups = {}
+        for info in self.clusters:
+            names = groups.setdefault(info.part_of or info.name, set())
+            names.update(info.nodes)
+            names.update(info.outer_nodes)
+        # Only the graph's own nodes (not the Identity the original adds before a ref result).
+        return {cluster: tuple(sorted((n for n in names if n in order), key=order.__getitem__))
+                for cluster, names in groups.items()}
 
     def reasons(self):
         """Count of nodes per (device, reason), most frequent first."""

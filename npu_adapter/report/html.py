@@ -12,7 +12,10 @@ No network access is needed: CSS, JavaScript and the SVG drawings are inline. Se
   fields ``dtype`` and ``dtype_reason``;
 * the partitioned graph (coloured by cluster; collapsed to clusters and host scopes when large);
 * a node table with search: words match any column, ``field:text`` one column (``name``, ``op``,
-  ``device``, ``cluster``, ``reason``), ``field=text`` an exact value; all words must match.
+  ``device``, ``cluster``, ``reason``, ``executes``), ``field=text`` an exact value; all words
+  must match. ``device``/``cluster``/``reason`` are the original's placement; ``executes`` is
+  where the node runs on the rewrite's backend (``host (<reason>)`` for device nodes the CPU
+  reference runs in the outer graph, such as variables and the ops on their ref edges).
   The page opens with a query from its address (``report.html#q=op:Conv2D``); clicking a reason,
   op type or cluster elsewhere in the page fills the search.
 
@@ -86,6 +89,11 @@ def _summary(report):
         ("On the device", f'{s["npu"]} ({share})'),
         ("On the host", f'{s["host"]}'),
         ("Clusters", f'{s["clusters"]}'),
+    ]
+    if s.get("npu_executed_on_host"):
+        rows.append(("Device nodes run on the host by this backend",
+                     f'{s["npu_executed_on_host"]}'))
+    rows += [
         ("Boundary tensors", f'{b["inputs"]} in, {b["outputs"]} out'),
         ("Bytes crossing the boundary per step", moved + unknown),
     ]
@@ -184,9 +192,17 @@ def _clusters(report, cluster_svgs):
                    '<p class="dim">Not drawn (only the largest clusters get a drawing); filter '
                    f'the node table with {_q_link("cluster=" + c["name"], "cluster=" + c["name"])}'
                    ".</p>")
+        outer = c.get("executed_on_host") or []
+        execution = ""
+        if outer or len(c.get("calls", ())) > 1:
+            execution = (
+                f'<p>This backend runs {len(outer)} of its nodes in the outer graph '
+                f'({_q_link("list them", "cluster=" + c["name"] + " executes:host")}) and the '
+                f'rest in {len(c["calls"])} function call(s): '
+                f'{_e(", ".join(c["calls"]))}. The boundary below is the original\'s GeOp.</p>')
         details.append(
             f'<details class="cluster" id="cluster-{_e(c["name"])}"><summary>{swatch}'
-            f'<b>{_e(c["name"])}</b> — {c["size"]} nodes, op {_e(c["op"])}</summary>'
+            f'<b>{_e(c["name"])}</b> — {c["size"]} nodes, op {_e(c["op"])}</summary>{execution}'
             f'<h4>Inputs (host → device)</h4>{_tensor_table(c["inputs"])}'
             f'<h4>Outputs (device → host)</h4>{_tensor_table(c["outputs"])}'
             f"<h4>Drawing</h4>{drawing}</details>")
@@ -273,8 +289,11 @@ def _table_data(report):
     rows = []
     precision = {}  # "dtype|reason|detail" → index, when the report has a precision section
     for name, info in report["nodes"].items():
+        # Field 5: the reason the node runs on the host here although the original places it
+        # on the device (-1: it runs where it is placed); field 6: its precision decision.
         row = [name, info["op"], 1 if info["device"] == "npu" else 0,
-               cluster_index.get(info["cluster"], -1), reason_index.get(info["reason"], -1)]
+               cluster_index.get(info["cluster"], -1), reason_index.get(info["reason"], -1),
+               reason_index.get(info.get("executes_reason"), -1)]
         if "precision" in report:
             decision = info.get("precision")
             key = (decision["dtype"], decision["reason"], decision["detail"]) if decision else None
@@ -342,16 +361,18 @@ _JS = r"""
 "use strict";
 var data=JSON.parse(document.getElementById("report-data").textContent);
 var PAGE=500,limit=PAGE,matches=[];
-var DEV=["host","npu"],FIELDS=["name","op","device","cluster","reason","dtype","dtype_reason"];
+var DEV=["host","npu"];
+var FIELDS=["name","op","device","cluster","reason","executes","dtype","dtype_reason"];
 var PREC=data.precision||null;
 var q=document.getElementById("search"),body=document.getElementById("node-rows");
 var count=document.getElementById("match-count"),more=document.getElementById("more");
-function fields(r){var p=PREC&&r[5]>=0?PREC[r[5]]:null;
+function fields(r){var p=PREC&&r[6]>=0?PREC[r[6]]:null;
   return [r[0],r[1],DEV[r[2]],r[3]<0?"":data.clusters[r[3]],
-  r[4]<0?"":data.reasons[r[4]],p?p[0]:"",p?p[1]:""];}
+  r[4]<0?"":data.reasons[r[4]],r[5]<0?DEV[r[2]]:"host ("+data.reasons[r[5]]+")",
+  p?p[0]:"",p?p[1]:""];}
 function parse(text){
   return text.trim().split(/\s+/).filter(Boolean).map(function(tok){
-    var m=/^(name|op|device|cluster|reason|dtype|dtype_reason)([:=])(.*)$/i.exec(tok);
+    var m=/^(name|op|device|cluster|reason|executes|dtype|dtype_reason)([:=])(.*)$/i.exec(tok);
     if(m){return {f:FIELDS.indexOf(m[1].toLowerCase()),exact:m[2]==="=",v:m[3].toLowerCase()};}
     return {f:-1,exact:false,v:tok.toLowerCase()};});
 }
@@ -372,7 +393,9 @@ function render(){
     if(r[3]>=0){var sw=document.createElement("span");sw.className="sw";
       sw.style.background=data.colors[r[3]];c.insertBefore(sw,c.firstChild);}
     var rc=cell(tr,v[4]);if(r[4]>=0)rc.title=data.descriptions[r[4]];
-    if(PREC){var dc=cell(tr,v[5]?v[5]+" · "+v[6]:"");if(r[5]>=0)dc.title=PREC[r[5]][2];}
+    var ec=cell(tr,v[5],r[5]<0?"dev-"+v[2]:"dev-host");
+    if(r[5]>=0)ec.title=data.descriptions[r[5]];
+    if(PREC){var dc=cell(tr,v[6]?v[6]+" · "+v[7]:"");if(r[6]>=0)dc.title=PREC[r[6]][2];}
     frag.appendChild(tr);
   }
   body.appendChild(frag);
@@ -449,13 +472,15 @@ def render_report_html(report, *, partition_svg=None, partition_drawing=None, re
         _graph(partition_svg, partition_drawing, renderer),
         '<section id="nodes"><h2>Nodes</h2><div class="tools">'
         '<input id="search" type="search" autocomplete="off" spellcheck="false" '
-        'placeholder="Search: words, or name: op: device: cluster: reason: (= for exact)" '
+        'placeholder="Search: words, or name: op: device: cluster: reason: executes: '
+        '(= for exact)" '
         'aria-label="Search nodes">'
         '<span id="match-count" class="dim"></span></div>'
         "<noscript><p>The node table needs JavaScript; placement.json has the same data.</p>"
         "</noscript>"
         "<table><thead><tr><th>Name</th><th>Op</th><th>Device</th><th>Cluster</th>"
-        "<th>Reason</th>" + ("<th>Dtype · why</th>" if report.get("precision") else "")
+        '<th>Reason</th><th title="where the node runs on this backend">Executes</th>'
+        + ("<th>Dtype · why</th>" if report.get("precision") else "")
         + '</tr></thead><tbody id="node-rows"></tbody></table>'
         '<button type="button" id="more">Show more</button></section>',
         _options(report),

@@ -8,7 +8,7 @@ graph the rewrite received into a dict (written as ``placement.json`` by ``dump_
       "model": ..., "backend": ..., "pipeline": ..., "options": {...explicit options...},
       "fetches": [...], "feeds": [...], "rewritten": bool, "skip_reason": str | null,
       "summary": {
-        "nodes", "npu", "host", "clusters", "npu_fraction",
+        "nodes", "npu", "host", "clusters", "npu_fraction", "npu_executed_on_host",
         "boundary": {"inputs", "outputs", "bytes", "bytes_per_example",
                      "tensors_of_unknown_size"},
         "by_reason":     [{"reason", "device", "count", "description"}, ...],
@@ -17,10 +17,19 @@ graph the rewrite received into a dict (written as ``placement.json`` by ``dump_
       },
       "clusters": [{"name", "op", "size", "op_types", "inputs": [tensor record], "outputs": [...],
                     "input_bytes", "input_bytes_per_example", "output_bytes",
-                    "output_bytes_per_example", "gears", "nodes": [...]}, ...],
-      "nodes": {name: {"op", "device", "cluster", "reason"}, ...},   # graph order
+                    "output_bytes_per_example", "gears", "nodes": [...],
+                    "executed_on_host": [...], "calls": [...]}, ...],
+      "nodes": {name: {"op", "device", "cluster", "reason", "executes"}, ...},   # graph order
       "reasons": {code: description}                                  # codes used above
     }
+
+``device``, ``cluster``, ``reason``, the summary counts and the clusters (members, boundary) are
+the original adapter's placement. ``executes`` says where a node runs on the backend that did the
+rewrite: ``"host"`` with an ``executes_reason`` for the device nodes it runs in the outer graph
+(the CPU reference keeps variables, the ops on their ref edges and other state owners with the
+session; ``npu_executed_on_host`` counts them, a cluster lists them in ``executed_on_host`` and
+its function calls in ``calls``). A variable that mix mode copies into further clusters has
+``copied_into`` and counts as a member of each.
 
 With precision emulation on (``npu_adapter_emulate_precision``), every device node that computes
 in a float dtype also has ``"precision": {"dtype", "original", "reason", "detail", ...}`` and the
@@ -40,6 +49,8 @@ JSON, byte for byte.
 
 import json
 
+from npu_adapter.graph.names import parse_tensor_name
+from npu_adapter.graph.types import node_output_types
 from npu_adapter.report.shapes import static_shapes, tensor_record
 from npu_adapter.vocabulary import (
     DEVICE_HOST,
@@ -90,29 +101,65 @@ def _sum_known(records, key="bytes"):
     return sum(known) if known else None
 
 
-def _cluster_records(result, graph_def, with_shapes):
-    dtypes = boundary_dtypes(result.graph_def)
-    names = []
+def _boundary_dtypes(result, graph_def, groups):
+    """Tensor name → dtype enum of every boundary tensor of ``groups``: from the cluster nodes'
+    ``Tin``/``Tout``, else from the producer's op signature in ``graph_def``."""
+    dtypes = {}
+    node_types = boundary_dtypes(result.graph_def)
     for cluster in result.clusters:
-        names.extend(cluster.inputs)
-        names.extend(cluster.outputs)
+        tin, tout = node_types.get(cluster.name, ([], []))
+        dtypes.update((t, _dtype_at(tin, k)) for k, t in enumerate(cluster.inputs))
+        dtypes.update((t, _dtype_at(tout, k)) for k, t in enumerate(cluster.outputs))
+    missing = {t for main, _ in groups for t in main.device_inputs + main.device_outputs
+               if dtypes.get(t) is None}
+    if missing:
+        wanted = {parse_tensor_name(t)[0] for t in missing}
+        functions = {f.signature.name: f for f in graph_def.library.function}
+        types = {node.name: node_output_types(node, functions) for node in graph_def.node
+                 if node.name in wanted}
+        for t in missing:
+            name, port = parse_tensor_name(t)
+            out = types.get(name) or ()
+            dtypes[t] = out[port] if port < len(out) else None
+    return dtypes
+
+
+def _cluster_groups(result):
+    """``(main ClusterInfo, [further steps])`` per cluster, in the order of the clusters."""
+    groups = []
+    steps = {}
+    for cluster in result.clusters:
+        if cluster.part_of is None:
+            groups.append((cluster, steps.setdefault(cluster.name, [])))
+    for cluster in result.clusters:
+        if cluster.part_of is not None:
+            steps.setdefault(cluster.part_of, []).append(cluster)
+    return groups
+
+
+def _cluster_records(result, graph_def, with_shapes):
+    groups = _cluster_groups(result)
+    membership = result.membership()
+    dtypes = _boundary_dtypes(result, graph_def, groups)
+    names = []
+    for main, _ in groups:
+        names.extend(main.device_inputs)
+        names.extend(main.device_outputs)
     shapes = static_shapes(graph_def, names) if with_shapes else {}
     ops = {node.name: node.op for node in graph_def.node}
     records = []
-    for cluster in result.clusters:
-        tin, tout = dtypes.get(cluster.name, ([], []))
-        inputs = [tensor_record(t, _dtype_at(tin, k), shapes.get(t))
-                  for k, t in enumerate(cluster.inputs)]
-        outputs = [tensor_record(t, _dtype_at(tout, k), shapes.get(t))
-                   for k, t in enumerate(cluster.outputs)]
+    for main, steps in groups:
+        inputs = [tensor_record(t, dtypes.get(t), shapes.get(t)) for t in main.device_inputs]
+        outputs = [tensor_record(t, dtypes.get(t), shapes.get(t)) for t in main.device_outputs]
+        members = membership.get(main.name, ())
         op_types = {}
-        for name in cluster.nodes:
+        for name in members:
             op = ops.get(name, "?")
             op_types[op] = op_types.get(op, 0) + 1
         records.append({
-            "name": cluster.name,
-            "op": cluster.op,
-            "size": cluster.size,
+            "name": main.name,
+            "op": main.op,
+            "size": len(members),
             "op_types": [{"op": op, "count": n} for op, n in _ranked(op_types)],
             "inputs": inputs,
             "outputs": outputs,
@@ -120,8 +167,10 @@ def _cluster_records(result, graph_def, with_shapes):
             "input_bytes_per_example": _sum_known(inputs, "bytes_per_example"),
             "output_bytes": _sum_known(outputs),
             "output_bytes_per_example": _sum_known(outputs, "bytes_per_example"),
-            "gears": [list(g) for g in cluster.gears],
-            "nodes": list(cluster.nodes),
+            "gears": [list(g) for g in main.gears],
+            "nodes": list(members),
+            "executed_on_host": list(main.outer_nodes),
+            "calls": [main.name] + [step.name for step in steps],
         })
     return records
 
@@ -146,10 +195,20 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
     by_op = {}
     host_ops_by_reason = {}
     devices = {DEVICE_NPU: 0, DEVICE_HOST: 0}
+    executes_reasons = set()
+    executed_on_host = 0
     for name, place in result.placement.items():
         op = ops.get(name, "?")
         device, reason, cluster = place["device"], place["reason"], place["cluster"]
-        nodes[name] = {"op": op, "device": device, "cluster": cluster, "reason": reason}
+        record = nodes[name] = {"op": op, "device": device, "cluster": cluster, "reason": reason,
+                                "executes": place.get("executes", device)}
+        if "executes_reason" in place:
+            record["executes_reason"] = place["executes_reason"]
+            executes_reasons.add(place["executes_reason"])
+            if device == DEVICE_NPU:
+                executed_on_host += 1
+        if place.get("copied_into"):
+            record["copied_into"] = list(place["copied_into"])
         devices[device] = devices.get(device, 0) + 1
         by_reason[(device, reason)] = by_reason.get((device, reason), 0) + 1
         entry = by_op.setdefault(op, {"op": op, "count": 0, DEVICE_NPU: 0, DEVICE_HOST: 0,
@@ -184,7 +243,7 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
     inputs = [r for c in clusters for r in c["inputs"]]
     outputs = [r for c in clusters for r in c["outputs"]]
     boundary = inputs + outputs
-    used = sorted({r["reason"] for r in reason_rows})
+    used = sorted({r["reason"] for r in reason_rows} | executes_reasons)
     options = {}
     if config is not None:
         options = {k: _jsonable(v) for k, v in config.to_dict().items()}
@@ -204,6 +263,7 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
             "host": total - devices.get(DEVICE_NPU, 0),
             "clusters": len(clusters),
             "npu_fraction": round(devices.get(DEVICE_NPU, 0) / total, 4) if total else 0.0,
+            "npu_executed_on_host": executed_on_host,
             "boundary": {
                 "inputs": len(inputs),
                 "outputs": len(outputs),

@@ -1,18 +1,23 @@
 """The CPU reference backend: clusters run as TensorFlow functions on the host CPU.
 
-It partitions exactly as an Ascend device would be targeted (same op list, same rules), so the
-placement report and the cluster layout are the ones the user gets on the NPU; then every
-``GeOp`` is lowered to a ``StatefulPartitionedCall`` of the cluster's FunctionDef. The result is a
-plain TensorFlow graph that computes the same numbers as the original graph, bit for bit.
+It partitions exactly as an Ascend device would be targeted (same op list, same rules, variables
+and their reads and updates in the clusters under ``variable_placement=Device``), so the placement
+report and the cluster layout are the ones the user gets on the NPU; then every ``GeOp`` is
+lowered to a ``StatefulPartitionedCall`` of the cluster's FunctionDef. The result is a plain
+TensorFlow graph that computes the same numbers as the original graph, bit for bit.
 
-State (variables, queues, iterators, tables) stays with the TensorFlow session: state owners are
-kept on the host and their values cross into clusters as ordinary inputs, so a variable has one
-value whether a run is rewritten or not. Graph inputs (``Placeholder``) stay on the host too: the
-session feeds them.
+State stays with the TensorFlow session, so a variable has one value whether a run is rewritten or
+not: the ops that own state (variables, queues, tables: :func:`is_state_owner`) and every op with
+a ref input or output (TF1 ``VariableV2`` and its ``Assign``/``Apply*``/``Scatter*`` updates)
+run in the outer graph under their own names (:meth:`CpuReferenceBackend.outside_cluster_reason`);
+resource handles enter the cluster functions as arguments, so resource reads and updates run
+inside, and values cross to and from the ref ops as ordinary arguments and results. The placement
+report still shows these ops where the original puts them (in the cluster) and says where they run
+here. Graph inputs (``Placeholder``) stay on the host: the session feeds them, as the original
+sees fed tensors as ``_Arg`` nodes.
 """
 
 from npu_adapter.backends.base import Backend
-from npu_adapter.graph.types import op_def_for
 from npu_adapter.vocabulary import GEOP_OP
 
 __all__ = ["CpuReferenceBackend", "lower_to_function_calls", "is_state_owner"]
@@ -82,7 +87,7 @@ class CpuReferenceBackend(Backend):
     name = "cpu"
     runtime_class = "npu_adapter.backends.cpu.runtime:CpuReferenceRuntime"
     keeps_state_on_host = True
-    per_op_node_support = True  # state ownership and graph inputs are properties of the op type
+    per_op_node_support = True  # graph inputs are a property of the op type
     # Large Consts stay in the outer graph and are passed to the cluster as arguments: the
     # session graph already holds the user's weights, a copy in each cluster function would
     # double the graph's memory and slow the first run (see passes/encapsulate.py).
@@ -91,9 +96,27 @@ class CpuReferenceBackend(Backend):
     def supports_node(self, node_def, op_def):
         if node_def.op in ("Placeholder", "PlaceholderWithDefault"):
             return False, "graph_input"  # fed by the session (a default is used unfed)
-        if is_state_owner(op_def if op_def is not None else op_def_for(node_def.op)):
-            return False, "state_owner"
         return True, "supported"
+
+    def outside_cluster_reason(self, node_def, op_def):
+        """Why cluster member ``node_def`` runs in the outer graph here (a reason code), or None
+        when it runs inside its cluster's function.
+
+        Decided by the op type alone (the passes ask once per op type of a graph, with
+        ``node_def=None``): an op with a ref input
+        or output cannot be in a TensorFlow function (``ref_edge_cpu_reference``); an op that
+        owns session state hands its resource handle to the function as an argument
+        (``resource_handle_cpu_reference``), so the state stays the session's.
+        """
+        del node_def
+        if op_def is None:
+            return None
+        if any(arg.is_ref for arg in op_def.input_arg) or \
+                any(arg.is_ref for arg in op_def.output_arg):
+            return "ref_edge_cpu_reference"
+        if is_state_owner(op_def):
+            return "resource_handle_cpu_reference"
+        return None
 
     def lower(self, graph_def, clusters, ctx):
         config = ctx.get_config() if ctx is not None else None
