@@ -488,7 +488,8 @@ class ClusterPass(PassBase):
                 names[i] = name
         initially_candidate, _ = read_placements(view)
         copies = {}
-        if names and mix and config.variable_placement != "Host":
+        if names and mix and config.variable_placement != "Host" and \
+                not ctx.get_backend().keeps_state_on_host:
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
         out_nodes = out.node

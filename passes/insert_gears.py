@@ -85,9 +85,16 @@ def _whole_graph_plans(view, config, geops):
             fed = node.attr.get(FED_TENSOR_ATTR)
             if fed is not None:
                 stand_ins[fed.s.decode()] = node.name
+        clustered = {n.name: n.op for i in geops
+                     for n in view.functions[view.nodes[i].attr["function"].func.name].node_def}
         for name, _ in trio.inputs:
             name = stand_ins.get(f"{name}:0", name)
             i = view.index.get(name)
+            if i is None and clustered.get(name) == "PlaceholderWithDefault":
+                # Not fed in this run: it computes its default inside the cluster, whose shape
+                # is static; like the original (gears are the GeOp's arguments), no gear.
+                tensors.append(None)
+                continue
             if i is None or view.ops[i] not in _GRAPH_INPUT_OPS:
                 placeholders = sorted(view.nodes[j].name for j, op in enumerate(view.ops)
                                       if op in _GRAPH_INPUT_OPS)

@@ -392,8 +392,9 @@ def test_large_constants_stay_outside_cluster_functions():
 
 
 def test_gears_on_a_placeholder_with_default_and_without_feed_dict():
-    """dynamic_node_type=1 may name a placeholder_with_default; a run without feed_dict (the
-    input from the default, or from tf.data) goes through the in-graph dispatcher."""
+    """dynamic_node_type=1 may name a placeholder_with_default: fed, it is a gear input; not
+    fed, it computes its default inside the cluster (a static shape, as in the original, where
+    gears are the GeOp's arguments)."""
     g = tf.Graph()
     with g.as_default():
         default = tf.constant(np.ones((2, 3), np.float32))
@@ -405,9 +406,11 @@ def test_gears_on_a_placeholder_with_default_and_without_feed_dict():
     with NpuSession(graph=g, config=config) as sess:
         got = sess.run("out:0")
         assert got.tobytes() == plain.run("out:0").tobytes()
+        assert not sess.npu_rewrite_result("out:0").clusters[0].gears
         four = {"x:0": np.full((4, 3), 0.5, np.float32)}
         assert sess.run("out:0", four).tobytes() == plain.run("out:0", four).tobytes()
-        assert sess.npu_rewrite_result("out:0").clusters[0].gears
+        assert sess.npu_rewrite_result("out:0", four).clusters[0].gears
+        assert sess.npu_gear_stats()["GeOp2_0"]["gear_counts"] == {1: 1}
     plain.close()
 
 

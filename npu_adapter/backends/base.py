@@ -28,14 +28,16 @@ class Backend(abc.ABC):
 
     Attributes:
         name: the registry name (lower-case, e.g. ``"cpu"``).
-        keeps_state_on_host: True when variables, queues, iterators and tables stay with the
-            TensorFlow session and clusters only read/write them through ordinary edges (the CPU
-            reference); False when the device owns variables, as with CANN, where the original
-            moves ``Variable*``/``VarHandleOp`` into the GeOp.
+        keeps_state_on_host: True when the backend's clusters cannot hold state (variables,
+            queues, tables): its ``supports_node`` refuses them and the partition treats them
+            as with ``variable_placement=Host`` (no mix-mode variable copies, no "not in white
+            list" error for host readers). False (the default) places state as the original
+            does; how it then executes is the lowering's business (the CPU reference runs
+            state owners in the outer graph, see :meth:`outside_cluster_reason`).
     """
 
     name = ""
-    keeps_state_on_host = True
+    keeps_state_on_host = False
     # True when supports_node() depends on the op type alone (not on node attrs): the
     # partitioner then asks once per op type, which matters on 100k-node graphs.
     per_op_node_support = False
@@ -69,6 +71,15 @@ class Backend(abc.ABC):
         """
         del node_def, op_def
         return True, REASON_SUPPORTED
+
+    def outside_cluster_reason(self, node_def, op_def):
+        """Why a cluster member of this op type must run in the outer graph on this backend
+        (a reason code such as ``"resource_handle_cpu_reference"``), or None when it runs
+        inside the cluster. Called with ``node_def=None``: the answer may depend on the op
+        type alone. The placement report keeps the original's placement and records this as
+        ``executes``."""
+        del node_def, op_def
+        return None
 
     @abc.abstractmethod
     def lower(self, graph_def, clusters, ctx):

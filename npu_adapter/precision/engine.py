@@ -476,8 +476,11 @@ def _emulate(body, policy, candidates, outputs, scalar_args=()):
             decisions[node.name] = decision
         if plan is not None:
             plan = _fit_plan(node, info, plan, decision)
+        # A read of a scalar variable is a scalar too: with variables on the device its handle
+        # arrives as a function argument (a resource), listed in scalar_args by the caller.
         if is_scalar_source(node, body.by_name) or (
-                node.op in _ELEMENTWISE and data and all(src in scalars for _, src, _ in data)):
+                node.op in _ELEMENTWISE or node.op == "ReadVariableOp") and data and \
+                all(src in scalars for _, src, _ in data):
             scalars.add(node.name)
         required = list(in_types or [])
         rounding = {}

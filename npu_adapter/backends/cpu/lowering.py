@@ -86,7 +86,6 @@ class CpuReferenceBackend(Backend):
 
     name = "cpu"
     runtime_class = "npu_adapter.backends.cpu.runtime:CpuReferenceRuntime"
-    keeps_state_on_host = True
     per_op_node_support = True  # graph inputs are a property of the op type
     # Large Consts stay in the outer graph and are passed to the cluster as arguments: the
     # session graph already holds the user's weights, a copy in each cluster function would
@@ -94,8 +93,8 @@ class CpuReferenceBackend(Backend):
     hoist_constants_bytes = 1024
 
     def supports_node(self, node_def, op_def):
-        if node_def.op in ("Placeholder", "PlaceholderWithDefault"):
-            return False, "graph_input"  # fed by the session (a default is used unfed)
+        if node_def.op == "Placeholder":
+            return False, "graph_input"
         return True, "supported"
 
     def outside_cluster_reason(self, node_def, op_def):
