@@ -1,0 +1,45 @@
+"""The error raised by the ``npu_bridge`` names that need the Ascend device itself.
+
+A few functions of the original talk to the device runtime directly: RDMA pools and remote
+registration, shared device memory, device addresses of variables, and the HCCL graph adaptor
+library. Nothing on a host computes them, so they raise :class:`DeviceOnlyError` when they are
+called (after the original's own argument checks), before anything is built or changed. The
+README lists these names.
+"""
+
+from npu_adapter.errors import BackendError
+
+__all__ = ["DeviceOnlyError", "MissingDeviceLibrary"]
+
+
+class DeviceOnlyError(BackendError):
+    """An API needs the Ascend device (its runtime, memory or RDMA), which this build lacks.
+
+    ``api`` names the function, ``why`` says what on the device it needs.
+    """
+
+    def __init__(self, api, why):
+        self.api = api
+        self.why = why
+        super().__init__(
+            f"{api} needs the Ascend device: {why}. This build runs the NPU graph on a CPU "
+            "reference backend and has no device runtime, so it cannot be emulated; run the "
+            "script on an Ascend host with the original TF Adapter for this call.")
+
+
+class MissingDeviceLibrary:
+    """Stands in for a device shared library the original loads with ``ctypes``: any attribute
+    access raises :class:`DeviceOnlyError` naming the library."""
+
+    def __init__(self, library, api):
+        self._library = library
+        self._api = api
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise DeviceOnlyError(f"{self._api}.{name}",
+                              f"it calls into {self._library}, a library of the device runtime")
+
+    def __repr__(self):
+        return f"<missing device library {self._library}>"
