@@ -7,24 +7,22 @@ called (after the original's own argument checks), before anything is built or c
 README lists these names.
 """
 
-from npu_adapter.errors import BackendError
+from npu_adapter import errors as _errors
 
 __all__ = ["DeviceOnlyError", "MissingDeviceLibrary"]
 
+if hasattr(_errors, "DeviceOnlyError"):
+    DeviceOnlyError = _errors.DeviceOnlyError
+else:  # the shared definition in npu_adapter.errors is not merged in yet
 
-class DeviceOnlyError(BackendError):
-    """An API needs the Ascend device (its runtime, memory or RDMA), which this build lacks.
+    class DeviceOnlyError(_errors.BackendError):
+        """An API needs the Ascend device (its runtime, memory or RDMA), which this build
+        lacks. ``api`` names the function, ``reason`` says what on the device it needs."""
 
-    ``api`` names the function, ``why`` says what on the device it needs.
-    """
-
-    def __init__(self, api, why):
-        self.api = api
-        self.why = why
-        super().__init__(
-            f"{api} needs the Ascend device: {why}. This build runs the NPU graph on a CPU "
-            "reference backend and has no device runtime, so it cannot be emulated; run the "
-            "script on an Ascend host with the original TF Adapter for this call.")
+        def __init__(self, api, reason):
+            self.api = api
+            self.reason = reason
+            super().__init__(f"{api} needs the Ascend device: {reason}")
 
 
 class MissingDeviceLibrary:

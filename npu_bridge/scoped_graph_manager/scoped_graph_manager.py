@@ -86,6 +86,6 @@ class ScopedGraphManager:
         if unload is not None:
             try:
                 unload()
-            except Exception as error:  # noqa: BLE001 - the original only warns here
+            except Exception as error:
                 logging.warning("[ScopedGraphManager] Failed to unload graph %s: %s",
                                 graph_id, error)
