@@ -267,7 +267,8 @@ def lookup_or_insert(table_handle, keys, bucket_size, embedding_dim, filter_mode
         occurrences = tf.math.unsorted_segment_sum(tf.ones_like(keys), idx, tf.size(uniq))
         is_filter_key = tf.logical_and(tf.constant(bool(filter_key_flag)),
                                        tf.equal(uniq, filter_key))
-        counters = table.counters.lookup(uniq) + tf.where(is_filter_key, 0, occurrences)
+        counters = table.counters.lookup(uniq) + tf.where(is_filter_key, tf.zeros_like(occurrences),
+                                                          occurrences)
         counted = table.counters.insert(uniq, counters)
         present = table.slots.lookup(uniq) >= 0
         admitted = tf.ones_like(present) if filter_mode == "no_filter" else \
