@@ -71,7 +71,8 @@ def render_build():
         rel = test.relative_to(ROOT).as_posix()
         out.append(
             f'py_test(\n    name = "{test.stem}",\n    srcs = ["{rel}"],\n'
-            f'    data = ["tests/conftest.py", "tests/graph_cases.py"],\n'
+            '    data = ["tests/conftest.py", "tests/graph_cases.py", '
+            '"tests/npu_cpu_helpers.py"] + glob(["tests/data/*"]),\n'
             f'    deps = [{all_libs}],\n)\n')
     for example in sorted((ROOT / "examples").glob("*.py")):
         if example.name.startswith("_"):

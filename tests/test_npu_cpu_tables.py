@@ -265,12 +265,12 @@ def test_embedding_rank_id_and_local_index(mode):
         with tf.compat.v1.Session() as sess:
             got_rank, (local_idx, nums, recover) = sess.run([rank, local])
     located = locate_reference(table.astype(np.int64), index, 16, mode)
-    want = [(int(table[s, 0]), int(table[s, 1]) + l * 16, 16) for s, l in located]
+    want = [(int(table[s, 0]), int(table[s, 1]) + row * 16, 16) for s, row in located]
     assert got_rank.dtype == np.uint64 and got_rank.tolist() == [list(w) for w in want]
     order = sorted(range(len(index)), key=lambda i: (located[i][0], i))
     assert local_idx.tolist() == [located[i][1] for i in order]
     assert nums.tolist() == [sum(1 for s, _ in located if s == k) for k in range(2)]
-    assert [local_idx[r] for r in recover] == [l for _, l in located]
+    assert [local_idx[r] for r in recover] == [row for _, row in located]
 
 
 def test_embedding_local_index_order_mode_rejects_out_of_range():

@@ -63,18 +63,22 @@ def _file_constant(file_path="", file_id="", shape=(), dtype=tf.float32, name=No
     elements = 1
     for dim in shape:
         elements *= dim
+    itemsize = 1 if dtype == tf.bool else dtype.size
     with tf.name_scope(name or "FileConstant"):
         raw = tf.io.read_file(file_path)
+        # Check the byte count of the file itself: a check on the decoded size can be folded
+        # away by Grappler's shape inference through the Reshape below.
+        check = tf.debugging.assert_equal(
+            tf.strings.length(raw), elements * itemsize,
+            message=f"file_constant: {file_path} does not hold {elements} {dtype.name} "
+                    f"elements for shape {list(shape)}")
+        with tf.control_dependencies([check]):
+            raw = tf.identity(raw)
         if dtype == tf.bool:
             flat = tf.cast(tf.io.decode_raw(raw, tf.uint8), tf.bool)
         else:
             flat = tf.io.decode_raw(raw, dtype, little_endian=True)
-        check = tf.debugging.assert_equal(
-            tf.size(flat), elements,
-            message=f"file_constant: {file_path} does not hold {elements} {dtype.name} "
-                    f"elements for shape {list(shape)}")
-        with tf.control_dependencies([check]):
-            return tf.reshape(flat, shape)
+        return tf.reshape(flat, shape)
 
 
 helper.register_gen_ops({"FileConstant": _file_constant})
