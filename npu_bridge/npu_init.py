@@ -1,4 +1,4 @@
-"""``from npu_bridge.npu_init import *``: everything a TF1.15 Ascend script expects (spec §7.1).
+"""``from npu_bridge.npu_init import *``: everything a TF1.15 Ascend script expects.
 
 Star-exports the run configuration classes, ``NPUEstimator``, the hooks, the optimizers and loss
 scale managers, the modules ``npu_ops``, ``npu_scope``, ``util``, ``npu_unary_ops``,

@@ -1,4 +1,4 @@
-"""The Bazel BUILD file must name every package and every test file (DESIGN §3).
+"""The Bazel BUILD file must name every package and every test file.
 
 Regenerate it after adding a package, test or example::
 
