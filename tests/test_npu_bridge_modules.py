@@ -287,9 +287,12 @@ def test_npu_strategy():
     strategy = npu_strategy.NPUStrategy()
     assert isinstance(strategy.extended, npu_strategy.NPUExtended)
     assert strategy.num_replicas_in_sync == 1
-    dataset = tf.data.Dataset.range(5)
-    shard = strategy.extended._experimental_distribute_dataset(dataset)
-    assert list(shard.as_numpy_iterator()) == list(range(5))
+
+    def build():
+        shard = strategy.extended._experimental_distribute_dataset(tf.data.Dataset.range(5))
+        return tf.data.experimental.get_single_element(shard.batch(10))
+
+    assert run(build).tolist() == list(range(5))  # one rank: the shard is the whole dataset
     with pytest.raises(ValueError, match='only support "/cpu:0"'):
         npu_strategy.NPUStrategy(device="/gpu:0")
 

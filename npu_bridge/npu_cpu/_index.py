@@ -46,12 +46,12 @@ def _locate(addr_table, index, row_memory, mode, api):
             local = tf.math.floordiv(flat, servers)
         else:
             ends = tf.cumsum(table[:, 2])
-            server = tf.searchsorted(ends, flat, side="right", out_type=tf.int64)
             in_range = tf.debugging.assert_less(
                 flat, ends[-1], message=f"{api}: index past the last server's rows")
-            with tf.control_dependencies([in_range]):
-                starts = ends - table[:, 2]
-                local = flat - tf.gather(starts, server)
+            with tf.control_dependencies([in_range]):  # every output waits for the check
+                flat = tf.identity(flat)
+            server = tf.searchsorted(ends, flat, side="right", out_type=tf.int64)
+            local = flat - tf.gather(ends - table[:, 2], server)
     return table, server, local, servers
 
 

@@ -287,6 +287,7 @@ def resize_and_clip_polys(polys_data, polys_offset, polys_size, h_scale, w_scale
         upper = tf.stack([tf.cast(img_w, tf.float32), tf.cast(img_h, tf.float32)]) - 1.0
         with tf.control_dependencies([check]):
             mapped = tf.round(tf.cast(data, tf.float32) / scale)
+            offsets, sizes = tf.identity(offsets), tf.identity(sizes)
         clipped = tf.cast(tf.clip_by_value(mapped, 0.0, upper), tf.int32)
         return (tf.reshape(clipped, [-1]), offsets, sizes, tf.size(sizes, out_type=tf.int32))
 

@@ -102,25 +102,16 @@ class EmbeddingTable:
         self.embedding_dim = embedding_dim
         self.load_factor = load_factor
         prefix = f"embedding_table_{table_id}"
-        with tf.init_scope() if tf.executing_eagerly() else _nullcontext():
-            self.rows = tf.lookup.experimental.MutableHashTable(
-                tf.int64, tf.float32, tf.zeros([embedding_dim]), name=f"{prefix}_rows")
-            self.slots = _int_table(-1, f"{prefix}_slots")
-            self.counters = _int_table(0, f"{prefix}_counters")
-            self.exported = _int_table(0, f"{prefix}_exported")
-            self.init_rows = tf.lookup.experimental.MutableHashTable(
-                tf.int64, tf.float32, tf.zeros([embedding_dim]), name=f"{prefix}_init_rows")
-            # 0: init mode (0 zeros, 1 random, 2 constant), 1: constant value, 2: sampled rows
-            self.init_meta = tf.lookup.experimental.MutableHashTable(
-                tf.int64, tf.float32, 0.0, name=f"{prefix}_init_meta")
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+        self.rows = tf.lookup.experimental.MutableHashTable(
+            tf.int64, tf.float32, tf.zeros([embedding_dim]), name=f"{prefix}_rows")
+        self.slots = _int_table(-1, f"{prefix}_slots")
+        self.counters = _int_table(0, f"{prefix}_counters")
+        self.exported = _int_table(0, f"{prefix}_exported")
+        self.init_rows = tf.lookup.experimental.MutableHashTable(
+            tf.int64, tf.float32, tf.zeros([embedding_dim]), name=f"{prefix}_init_rows")
+        # 0: init mode (0 zeros, 1 random, 2 constant), 1: constant value, 2: sampled rows
+        self.init_meta = tf.lookup.experimental.MutableHashTable(
+            tf.int64, tf.float32, 0.0, name=f"{prefix}_init_meta")
 
 
 def _check_int(value, name, api, minimum=0):
@@ -524,9 +515,8 @@ def apply_adam_w(table_handle, keys, m, v, beta1_power, beta2_power, lr, weight_
 
 class _FeatureMap:
     def __init__(self, name):
-        with tf.init_scope() if tf.executing_eagerly() else _nullcontext():
-            self.offsets = _int_table(-1, f"feature_mapping_{name}_offsets")
-            self.counters = _int_table(0, f"feature_mapping_{name}_counters")
+        self.offsets = _int_table(-1, f"feature_mapping_{name}_offsets")
+        self.counters = _int_table(0, f"feature_mapping_{name}_counters")
 
 
 def feature_mapping(feature_id, threshold, table_name, out_type, api, name=None):
