@@ -25,6 +25,12 @@ PACKAGES = [
     "npu_bridge.estimator.npu",
     "npu_bridge.hccl",
     "npu_bridge.hccl.manage",
+    "npu_bridge.experimental",
+    "npu_bridge.helper",
+    "npu_bridge.image",
+    "npu_bridge.npu_cpu",
+    "npu_bridge.profiler",
+    "npu_bridge.scoped_graph_manager",
     "npu_bridge.tbe",
 ]
 

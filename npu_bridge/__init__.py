@@ -44,10 +44,22 @@ def _install_npu_session():
 _tf1_aliases.install()
 _install_npu_session()
 
+# The original's package-level names: the op handle, `helper`, `hccl_ops`, `npu_close`
+# (registered to run at exit, as the original does) and `atexit`.
+import atexit  # noqa: E402
+
 from npu_bridge import estimator, hccl  # noqa: E402
-from npu_bridge.estimator.npu import npu_estimator  # noqa: E402, F401 - imported as the original
+from npu_bridge.estimator.npu import npu_estimator  # noqa: E402 - imported as the original
+from npu_bridge.estimator.npu.npu_plugin import npu_close  # noqa: E402
+from npu_bridge.hccl import hccl_ops  # noqa: E402
+from npu_bridge.helper import helper  # noqa: E402
+from npu_bridge.helper.helper import npu_bridge_handle  # noqa: E402
+from npu_bridge.helper.helper import version as __version__  # noqa: E402, F401
+
+atexit.register(npu_close)
 
 version = "v1.15.0"
 """The version of the original adapter this package stands in for."""
 
-__all__ = ["estimator", "hccl", "version"]
+__all__ = ["atexit", "estimator", "hccl", "hccl_ops", "helper", "npu_bridge_handle",
+           "npu_close", "npu_estimator", "version"]

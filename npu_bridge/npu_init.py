@@ -14,9 +14,9 @@ eager mode. Importing :mod:`npu_bridge` alone does not change the execution mode
 :mod:`npu_bridge._init_api`) in programs that need eager execution.
 
 The NPU session and the TF1 aliases are installed by importing :mod:`npu_bridge` (this module
-imports it). What the original exports but needs CANN or ``_tf_adapter.so`` and has no
-TensorFlow equivalent (``keras_to_npu``, ``npu_strategy``, ``npu_plugin``,
-``profiler``, ``npu_cpu_ops``, ``scoped_graph_manager``) is not exported.
+imports it). The modules ``keras_to_npu``, ``npu_plugin``, ``npu_strategy``, ``npu_cpu_ops``,
+``profiler`` and ``scoped_graph_manager`` are exported as the original does (see
+``docs/api-modules.md``).
 """
 
 import os
@@ -49,7 +49,16 @@ from npu_bridge._init_api import (
     shutdown_resource,
 )
 from npu_bridge.estimator import npu_ops
-from npu_bridge.estimator.npu import npu_rnn, npu_scope, util
+
+# API modules (docs/api-modules.md), exported under the original's names.
+from npu_bridge.estimator.npu import (
+    keras_to_npu,
+    npu_plugin,
+    npu_rnn,
+    npu_scope,
+    npu_strategy,
+    util,
+)
 from npu_bridge.estimator.npu.npu_callbacks import NPUBroadcastGlobalVariablesCallback
 from npu_bridge.estimator.npu.npu_config import (
     DumpConfig,
@@ -95,6 +104,9 @@ from npu_bridge.hccl.manage.api import (
     set_split_strategy_by_idx,
     set_split_strategy_by_size,
 )
+from npu_bridge.npu_cpu import npu_cpu_ops
+from npu_bridge.profiler import profiler
+from npu_bridge.scoped_graph_manager import scoped_graph_manager
 
 try:
     backend = tf.compat.v1.keras.backend
@@ -130,5 +142,8 @@ __all__ = [
     "config_pb2", "rewriter_config_pb2", "RewriterConfig", "session", "session_run_hook",
     "backend", "tf", "os",
 ]
+
+__all__ += ["keras_to_npu", "npu_plugin", "npu_strategy", "npu_cpu_ops", "profiler",
+            "scoped_graph_manager"]
 
 tf.compat.v1.disable_eager_execution()

@@ -1,4 +1,4 @@
-"""The Bazel BUILD file must name every package and every test file (DESIGN §3).
+"""The Bazel BUILD file must name every package and every test file.
 
 Regenerate it after adding a package, test or example::
 
@@ -71,8 +71,8 @@ def render_build():
         rel = test.relative_to(ROOT).as_posix()
         out.append(
             f'py_test(\n    name = "{test.stem}",\n    srcs = ["{rel}"],\n'
-            f'    data = ["tests/conftest.py", "tests/graph_cases.py", "tests/cann_fakes.py"] + '
-            f'glob(["tests/fakes/**/*.py"]),\n'
+            '    data = ["tests/conftest.py", "tests/graph_cases.py", "tests/cann_fakes.py", '
+            '"tests/npu_cpu_helpers.py"] + glob(["tests/fakes/**/*.py", "tests/data/*"]),\n'
             f'    deps = [{all_libs}],\n)\n')
     for example in sorted((ROOT / "examples").glob("*.py")):
         if example.name.startswith("_"):

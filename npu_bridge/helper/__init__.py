@@ -1,0 +1,1 @@
+"""``npu_bridge.helper``: the handle of the generated op wrappers (:mod:`.helper`)."""

@@ -1,0 +1,1 @@
+"""``npu_bridge.image``: JPEG decode-and-resize ops (:mod:`.image_ops`)."""

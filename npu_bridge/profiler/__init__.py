@@ -1,0 +1,1 @@
+"""``npu_bridge.profiler``: scoped profiling (:class:`.profiler.Profiler`)."""
