@@ -6,6 +6,8 @@ valid: they are written for the person who has to fix the script, not for us.
 """
 
 __all__ = [
+    "MAX_ECHO",
+    "excerpt",
     "NpuAdapterError",
     "NpuConfigError",
     "GraphError",
@@ -15,6 +17,24 @@ __all__ = [
     "BackendError",
     "RewriteError",
 ]
+
+
+MAX_ECHO = 120
+"""Longest echo of a user value in an error message (longer ones are cut, with their length)."""
+
+
+def excerpt(value, limit=MAX_ECHO):
+    """``repr(value)``, cut to about ``limit`` characters with the full length said.
+
+    A 100 KB option value must not be echoed in full (or twice) in a one-line error: the start
+    is enough to recognise it, and the length tells the rest.
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, (str, bytes)) else \
+        f"{len(text)} characters as text"
+    return f"{text[:limit]}... ({size})"
 
 
 class NpuAdapterError(Exception):
@@ -34,8 +54,11 @@ class NpuConfigError(NpuAdapterError, ValueError):
         self.value = value
         self.allowed = allowed
         self.detail = detail
-        msg = f"invalid value {value!r} for option {option!r}: {allowed}"
+        msg = f"invalid value {excerpt(value)} for option {excerpt(option)}: {allowed}"
         if detail:
+            detail = str(detail)
+            if len(detail) > 4 * MAX_ECHO:
+                detail = detail[:4 * MAX_ECHO] + "..."
             msg += f" ({detail})"
         super().__init__(msg)
 

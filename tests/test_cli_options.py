@@ -61,10 +61,12 @@ def test_options_json(capsys):
     assert by_name["compile_hybrid_mode"]["default"] is None
 
 
-def test_check_ok(capsys):
+def test_check_ok(capsys, tmp_path):
+    mixlist = tmp_path / "m.json"
+    mixlist.write_text("{}")
     code, out, err = run(capsys, "options", "--check", "mix_compile_mode=true",
                          "iterations_per_loop=1", "precision_mode=allow_mix_precision",
-                         "modify_mixlist=/m.json")
+                         f"modify_mixlist={mixlist}")
     assert (code, out, err) == (0, "ok\n", "")
 
 

@@ -403,8 +403,10 @@ def _round_trips(config):
     assert pickle.loads(pickle.dumps(config)) == config
 
 
-def test_round_trips_of_an_example():
-    config = _quiet(NpuConfig.from_dict, EXAMPLE)
+def test_round_trips_of_an_example(tmp_path):
+    mixlist = tmp_path / "m.json"
+    mixlist.write_text('{"black-list": {"to-add": ["Cast"]}}')
+    config = _quiet(NpuConfig.from_dict, dict(EXAMPLE, modify_mixlist=str(mixlist)))
     _quiet(_round_trips, config)
     params = config.to_parameter_map()
     assert params["mix_compile_mode"] == AttrValue(b=True)
