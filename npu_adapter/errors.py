@@ -10,6 +10,8 @@ __all__ = [
     "excerpt",
     "NpuAdapterError",
     "NpuConfigError",
+    "UnknownOptionError",
+    "UsageError",
     "GraphError",
     "GraphInvariantError",
     "PassError",
@@ -61,6 +63,26 @@ class NpuConfigError(NpuAdapterError, ValueError):
                 detail = detail[:4 * MAX_ECHO] + "..."
             msg += f" ({detail})"
         super().__init__(msg)
+
+
+class UnknownOptionError(NpuConfigError):
+    """An option name that is not an option (a typo, or an option of another tool).
+
+    The message blames the key, not the value: ``option`` is the unknown name, ``value`` the
+    value given with it, ``allowed`` a hint (the closest option name, or where to look).
+    """
+
+    def __init__(self, option, value, allowed, detail=None):
+        super().__init__(option, value, allowed, detail)
+        where = f" ({detail})" if detail else ""
+        self.args = (f"unknown option {excerpt(option)}{where}: {allowed}",)
+
+    def __str__(self):
+        return self.args[0]
+
+
+class UsageError(NpuAdapterError, ValueError):
+    """A command line or call that is malformed as a whole (e.g. ``--option`` without ``=``)."""
 
 
 class GraphError(NpuAdapterError, ValueError):

@@ -93,7 +93,7 @@ SPEC_KINDS = {
           "npu_adapter_min_cluster_size", "npu_adapter_max_clusters"},
 }
 
-DEPRECATED = {"enable_data_pre_proc", "dynamic_input", "dynamic_graph_execute_mode",
+DEPRECATED = {"dynamic_input", "dynamic_graph_execute_mode",
               "dynamic_inputs_shape_range", "op_select_implmode", "optypelist_for_implmode",
               "variable_format_optimize", "op_debug_level", "graph_memory_max_size",
               "variable_memory_max_size"}
@@ -540,7 +540,7 @@ def test_deprecated_options_warn_once_per_key():
 
 def test_deprecation_warning_points_at_the_caller():
     with pytest.warns(NpuAdapterWarning) as record:
-        NpuConfig.from_dict({"enable_data_pre_proc": True})
+        NpuConfig.from_dict({"dynamic_input": True})
     assert record[0].filename == __file__
 
 

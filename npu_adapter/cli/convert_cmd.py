@@ -3,21 +3,26 @@
 import sys
 import warnings
 
-from npu_adapter.cli.common import EXIT_OK, PROG, common_parent, config_from_args
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.cli.common import (
+    EXIT_OK,
+    PROG,
+    check_output_file,
+    common_parent,
+    config_from_args,
+    import_tensorflow_quietly,
+    write_file_atomically,
+)
 
 __all__ = ["add_convert_command"]
 
 
 def _run_convert(args):
-    import os
-
+    check_output_file(args.out, (".pb", ".pbtxt"))
+    import_tensorflow_quietly(getattr(args, "verbose", False))
     from npu_adapter import model_io
     from npu_adapter.api import rewrite
     from npu_adapter.graph.serialize import to_bytes, to_text
 
-    if not args.out.endswith((".pb", ".pbtxt")):
-        raise NpuConfigError("--out", args.out, "a file name ending in .pb or .pbtxt")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config = config_from_args(args)
@@ -33,10 +38,7 @@ def _run_convert(args):
                      backend=backend)
     data = to_text(result.graph_def).encode() if args.out.endswith(".pbtxt") else \
         to_bytes(result.graph_def)
-    tmp = args.out + ".tmp"
-    with open(tmp, "wb") as f:  # write-then-rename: never a half-written model file
-        f.write(data)
-    os.replace(tmp, args.out)
+    write_file_atomically(args.out, data)
     sys.stdout.write(f"{args.out}\n  {len(result.clusters)} cluster(s): "
                      + ", ".join(f"{c.name} ({c.size} nodes)" for c in result.clusters) + "\n")
     for name, mapped in sorted(result.tensor_map.items()):

@@ -220,9 +220,10 @@ _SPECS = [
          allowed="bool; True requires iterations_per_loop == 1", severity="E"),
     _opt("iterations_per_loop", "i", 1, _P, "device-side loop count per session.run",
          allowed="an integer >= 1", severity="F", validator=_at_least(1)),
+    # Read by the original like any other option (CANN's guide lists it among the options to be
+    # retired in a later release): no deprecation warning.
     _opt("enable_data_pre_proc", "b", False, _P,
-         "sink the dataset (GetNext) to the device; pass key enable_dp",
-         deprecated=True, deprecation_hint="getnext sinking is decided per dataset now"),
+         "sink the dataset (GetNext) to the device; pass key enable_dp"),
     _opt("job", "s", "localhost", _P,
          "job name of this process; ps/default make every pass inert "
          "(default 'default' when there is no NpuOptimizer entry)"),
@@ -303,7 +304,7 @@ _SPECS = [
     _opt("customize_dtypes", "s", "", _PR, "file with per-op dtype overrides"),
     _opt("fusion_switch_file", "s", "", _PR, "file switching fusion passes on/off"),
     _opt("enable_scope_fusion_passes", "s", "", _PR, "scope fusion passes to enable"),
-    _opt("buffer_optimize", "s", "l2_optimize", _PR, "buffer (L2) optimisation",
+    _opt("buffer_optimize", "s", "l2_optimize", _M, "buffer (L2) optimisation",
          choices=("l2_optimize", "off_optimize"), severity="F"),
     _opt("enable_small_channel", "i", 0, _PR, "small-channel convolution optimisation"),
     _opt("enable_compress_weight", "b", False, _PR, "compress all weights",
@@ -317,9 +318,9 @@ _SPECS = [
     _opt("optimization_switch", "s", "", _PR, "GE pass switches (forbidden_close_pass:on added)"),
     _opt("topo_sorting_mode", "i", None, _PR, "GE topological sorting mode"),
     _opt("insert_op_file", "s", "", _PR, "AIPP configuration file"),
-    _opt("auto_multistream_parallel_mode", "s", "", _PR, "automatic multi-stream parallelism"),
-    _opt("aicore_num", "s", "", _PR, "number of AI cores to use"),
-    _opt("auto_tune_mode", "s", "", _PR, "legacy auto tuning mode"),
+    _opt("auto_multistream_parallel_mode", "s", "", _M, "automatic multi-stream parallelism"),
+    _opt("aicore_num", "s", "", _M, "number of AI cores to use"),
+    _opt("auto_tune_mode", "s", "", _G, "legacy auto tuning mode"),
     # ---- memory / runtime
     _opt("graph_run_mode", "i", 1, _M, "0: online inference, 1: training",
          choices=(0, 1), severity="F"),

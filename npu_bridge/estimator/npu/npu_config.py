@@ -586,8 +586,10 @@ def npu_run_config_options(config):
     settings are written only when given. Deviations: ``enable_compress_weight`` is written
     only when True (the option table treats its presence as conflicting with
     ``compress_weight_conf``), and the dims of a ``DynamicInputConfig`` are forwarded whenever
-    they are given (``compile_hybrid_mode`` only when set). Deprecated keys the original always
-    writes (``enable_data_pre_proc``, ``dynamic_graph_execute_mode``) warn once per process.
+    they are given (``compile_hybrid_mode`` only when set); the deprecated
+    ``dynamic_graph_execute_mode``, which the original always writes, is written only with
+    ``dynamic_input`` or a mode other than the default, so a default ``NPURunConfig`` warns
+    about nothing.
     """
     if not isinstance(config, NPURunConfig):
         raise ValueError(f"config must be an NPURunConfig, got {type(config).__name__}")
@@ -603,7 +605,6 @@ def npu_run_config_options(config):
         "enable_exception_dump": config.enable_exception_dump,
         "enable_small_channel": config._enable_small_channel,
         "hcom_multi_mode": config._hcom_multi_mode,
-        "dynamic_graph_execute_mode": config._dynamic_graph_execute_mode,
         "device_type": config._device_type,
         "jit_compile": config._jit_compile,
         "external_weight": config._external_weight,
@@ -621,6 +622,12 @@ def npu_run_config_options(config):
         "all_tensor_not_empty": config._all_tensor_not_empty,
         "oo_level": config._oo_level,
     }
+    if config._dynamic_input is not None or \
+            config._dynamic_graph_execute_mode != "dynamic_execute":
+        # The original always writes this deprecated key; written only when the user chose
+        # dynamic inputs or another mode, it warns only those who use it (the default value
+        # is the option's own default, so nothing else changes).
+        options["dynamic_graph_execute_mode"] = config._dynamic_graph_execute_mode
     if config._graph_memory_max_size is not None:
         options["graph_memory_max_size"] = str(config._graph_memory_max_size)
     if config._variable_memory_max_size is not None:
