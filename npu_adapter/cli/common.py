@@ -174,26 +174,25 @@ def import_tensorflow_quietly(verbose=False):
     try:
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # stderr is not a real file (tests)
-        import tensorflow  # noqa: F401
+        import tensorflow
 
         return
     sys.stderr.flush()
     saved = os.dup(fd)
-    captured = tempfile.TemporaryFile()
-    failed = True
-    try:
-        os.dup2(captured.fileno(), fd)
-        import tensorflow  # noqa: F401
+    with tempfile.TemporaryFile() as captured:
+        failed = True
+        try:
+            os.dup2(captured.fileno(), fd)
+            import tensorflow  # noqa: F401
 
-        failed = False
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, fd)
-        os.close(saved)
-        if failed or verbose:
-            captured.seek(0)
-            sys.stderr.write(captured.read().decode("utf-8", "replace"))
-        captured.close()
+            failed = False
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+            if failed or verbose:
+                captured.seek(0)
+                sys.stderr.write(captured.read().decode("utf-8", "replace"))
 
 
 def check_output_file(path, suffixes):
