@@ -12,6 +12,7 @@ import os
 from tensorflow.core.framework import graph_pb2
 
 from npu_adapter.errors import GraphError, GraphInvariantError, RewriteError
+from npu_adapter.graph.aliases import complete_fetch_ports, keep_user_names
 from npu_adapter.graph.extract import extract_client_graph, normalize_tensor_name
 from npu_adapter.graph.names import parse_input
 from npu_adapter.graph.payload import strip_payloads
@@ -60,6 +61,28 @@ def _check_input(graph_def, view):
                            code="Unimplemented", node=cycles[0].node)
     if violations:
         raise GraphInvariantError([str(v) for v in violations], context="input graph")
+
+
+def _names(values, what, example):
+    """``values`` (None, one name, or a list/tuple of names, tensors or ops) as a list of str;
+    a GraphError names the first element that is not a name."""
+    if values is None:
+        return []
+    if isinstance(values, (str, bytes)) or hasattr(values, "name"):
+        values = [values]
+    if not isinstance(values, (list, tuple)):
+        raise GraphError(f"{what} must be a list of names such as {example!r}, got "
+                         f"{type(values).__name__}")
+    names = []
+    for i, value in enumerate(values):
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif not isinstance(value, str) and isinstance(getattr(value, "name", None), str):
+            value = value.name  # a tf.Tensor or tf.Operation
+        if not isinstance(value, str) or not value or "\0" in value:
+            raise GraphError(f"{what}[{i}] = {value!r} is not a name such as {example!r}")
+        names.append(value)
+    return names
 
 
 def _sink_fetches(view):
@@ -179,14 +202,18 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         # (see graph/payload.py), which is put back into the final graph below. Dumps and
         # instruments see the full graphs.
         graph_def, payloads = strip_payloads(graph_def)
+    fetches = [normalize_tensor_name(f, "fetch")
+               for f in _names(fetches, "fetches", "logits:0")]
+    targets = [t[1:] if t.startswith("^") else t for t in _names(targets, "targets", "train_op")]
+    feeds = _names(feeds, "feeds", "input:0")
     view = GraphView(graph_def)
     _check_input(graph_def, view)
-    fetches = [normalize_tensor_name(f, "fetch") for f in (fetches or ())]
-    targets = [t[1:] if t.startswith("^") else t for t in (targets or ())]
-    feeds = list(feeds or ())
     feed_map = {}
     if fetches or targets:
-        client = extract_client_graph(graph_def, fetches, targets, feeds, view=view)
+        # Lower ports of partly fetched multi-output nodes are fetched too, so the alias that
+        # keeps the node's name (see keep_user_names below) has a value for each port.
+        client = extract_client_graph(graph_def, complete_fetch_ports(fetches), targets, feeds,
+                                      view=view)
         work = client.graph_def
         feed_map = dict(client.feeds)
         view = client.view
@@ -194,7 +221,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         if feeds:
             raise GraphError("feeds need fetches or targets (the run signature)")
         work = graph_def
-    ctx = PassContext(config=npu_config, backend=backend_obj, fetches=tuple(fetches),
+    ctx = PassContext(config=npu_config, backend=backend_obj,
+                      fetches=tuple(complete_fetch_ports(fetches)),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),
                       op_support=op_support)
     if view is not None:
@@ -231,6 +259,12 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         placement = placement_from_graph(annotated, client_names)
     clusters = clusters_from_graph(final)
     tensor_map, op_map = _maps(final, clusters, client_names, report_fetches, targets, feed_map)
+    # The user's fetched, fed and target names stay valid in the rewritten graph (aliases).
+    final, aliases = keep_user_names(final, graph_def, fetches=report_fetches,
+                                     feed_map=feed_map, targets=targets, tensor_map=tensor_map,
+                                     op_map=op_map,
+                                     in_place=final is not work and final is not graph_def
+                                     and final is not user_graph)
     return RewriteResult(
         graph_def=final,
         clusters=clusters,
@@ -243,4 +277,5 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         pipeline=manager.pipeline_text(),
         timings=list(timing.timings),
         pass_info={name: result.info for name, result in outcome.results},
+        aliases=aliases,
     )

@@ -19,12 +19,12 @@ __all__ = ["add_inspect_command"]
 def _run_inspect(args):
     import os
 
-    from npu_adapter import model_io
-    from npu_adapter.report import dump_graphs
-
     out_dir = args.out
     output = OutputDirectory(out_dir)  # checks --out before any work
     import_tensorflow_quietly(getattr(args, "verbose", False))
+    from npu_adapter import model_io
+    from npu_adapter.report import dump_graphs
+
     show = args.progress or (sys.stderr.isatty() and not args.quiet)
     say = progress_printer(show and not args.quiet)
     with warnings.catch_warnings(record=True) as caught:
