@@ -85,6 +85,23 @@ def _names(values, what, example):
     return names
 
 
+def _check_dump_dir(path, option):
+    """The dump directory exists (or is created now) and is writable, before any pass runs: a
+    pass must not fail on it half-way with a message that names neither the option nor the
+    path."""
+    from npu_adapter.config.files import check_path_text
+    from npu_adapter.errors import NpuConfigError
+
+    check_path_text(option, path)
+    allowed = "a directory that exists or can be created, with write permission"
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise NpuConfigError(option, path, allowed, detail=exc.strerror or str(exc)) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise NpuConfigError(option, path, allowed, detail="no write permission")
+
+
 def _sink_fetches(view):
     fetches = []
     targets = []
@@ -194,7 +211,10 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     backend_obj = get_backend(backend) if isinstance(backend, str) else backend
     from npu_adapter.pipeline.dump_instruments import rewrite_dump_instruments
 
+    dump_option = "dump_dir" if dump_dir else "npu_adapter_dump_dir"
     dump_dir = dump_dir or getattr(npu_config, "npu_adapter_dump_dir", "") or None
+    if dump_dir:
+        _check_dump_dir(os.fspath(dump_dir), dump_option)
     dump_instruments = rewrite_dump_instruments(dump_dir, graph_num)
     user_graph, payloads = graph_def, None
     if not dump_instruments and not instruments:

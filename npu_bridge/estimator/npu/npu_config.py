@@ -1,4 +1,4 @@
-"""Run configuration of NPU estimators (``npu_bridge.estimator.npu.npu_config``, spec §7.5).
+"""Run configuration of NPU estimators (``npu_bridge.estimator.npu.npu_config``).
 
 ``NPURunConfig`` subclasses ``tf.estimator.RunConfig`` where ``tf.estimator`` exists (TensorFlow
 2.15). TensorFlow 2.16 removed ``tf.estimator``; there ``NPURunConfig`` derives from
@@ -7,7 +7,7 @@
 so scripts that only build an ``NPURunConfig`` for its session options keep working.
 
 :func:`npu_run_config_options` turns an ``NPURunConfig`` into the ``NpuOptimizer`` options the
-original ``NPUEstimator.__load_graph_optimizers`` writes (spec §7.6), and
+original ``NPUEstimator.__load_graph_optimizers`` writes, and
 :func:`npu_run_config_to_config_proto` into a ``ConfigProto``; both go through
 :class:`npu_adapter.NpuConfig`, the single option model, so every value is validated there.
 
@@ -200,7 +200,7 @@ _PRIVATE_FIELDS = (
 
 
 class NPURunConfig(_RunConfigBase):
-    """``RunConfig`` with the NPU session options (spec §7.5 lists every parameter).
+    """``RunConfig`` with the NPU session options (the original's parameters, in its order).
 
     Checks (as the original): ``iterations_per_loop`` positive int (TypeError/ValueError);
     ``mix_compile_mode`` bool (TypeError) and, when True, ``iterations_per_loop`` 1
@@ -383,9 +383,10 @@ class GraphMemoryOptimizeConfig:
 
 
 class ExperimentalConfig:
-    """Experimental options (seed 003): logical device deployment, graph memory optimisation,
-    graph parallelism, graph compile cache, resource config, ``accelerate_train_mode``
-    (checked like the option ``experimental_accelerate_train_mode``, e.g. ``"fast|step|0.9"``).
+    """Experimental options (CANN's NPURunConfig documentation): logical device deployment,
+    graph memory optimisation, graph parallelism, graph compile cache, resource config,
+    ``accelerate_train_mode`` (checked like the option ``experimental_accelerate_train_mode``,
+    e.g. ``"fast|step|0.9"``).
     """
 
     def __init__(self, logical_device_cluster_deploy_mode="LB", logical_device_id=None,
@@ -436,7 +437,7 @@ class NpuExecutePlacement(Enum):
 
 class DynamicInputConfig:
     """Whole-graph dynamic dims: ``input_shape``, ``dynamic_dims``, ``dynamic_node_type`` and
-    ``compile_hybrid_mode`` (spec §4.1).
+    ``compile_hybrid_mode`` (docs/options.md).
 
     The first three are given together (or all None) and are checked like the session options
     (alphabetical input order, one value per ``-1`` in each gear, 2..100 gears, node type 0/1).
@@ -577,7 +578,7 @@ def _experimental_options(config, options):
 def npu_run_config_options(config):
     """The ``NpuOptimizer`` options NPUEstimator derives from ``config`` (a dict, Python values).
 
-    Follows the original's ``__load_graph_optimizers`` (spec §7.6): always ``use_off_line``
+    Follows the original's ``__load_graph_optimizers``: always ``use_off_line``
     True, ``min_group_size`` and ``enable_reduce_precision`` (compatibility keys), job and task
     index from ``TF_CONFIG`` (else ``localhost``/0), ``precision_mode`` defaulting to
     ``allow_fp32_to_fp16`` (``force_fp16`` when ``graph_run_mode`` is 0) unless a precision
