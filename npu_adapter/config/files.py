@@ -112,8 +112,8 @@ def read_modify_mixlist(path, option="modify_mixlist"):
                              detail=f"line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     if not isinstance(content, dict):
         raise NpuConfigError(option, path, allowed,
-                             detail=f"the file holds a JSON {type(content).__name__}, not an "
-                                    "object")
+                             detail=f"line 1: the file holds a JSON {type(content).__name__}, "
+                                    "not an object")
     result = {}
     for list_name, actions in content.items():
         where = f"line {_line_of(text, json.dumps(list_name))}"
