@@ -1,6 +1,6 @@
 """Candidate rules shared by ``mark_candidates``, ``in_out_pair`` and ``cluster``.
 
-This module holds the parts of the original ``FindNpuSupportCandidates`` (spec §2.4) that are
+This module holds the parts of the original ``FindNpuSupportCandidates`` that are
 not a pass on their own:
 
 * :class:`SupportOracle` — ``IsNpuSupportingNode``: the op list (gray ops count as unsupported in

@@ -7,6 +7,9 @@ stamps every option there). A value of the wrong kind must still be rejected: "a
 validated as the original validates it.
 """
 
+import re
+from pathlib import Path
+
 import pytest
 from graph_cases import mix_cnn_graph
 
@@ -52,6 +55,13 @@ def _quiet(monkeypatch, tmp_path):
     monkeypatch.delenv("AOE_MODE", raising=False)
     monkeypatch.chdir(tmp_path)  # aoe_mode checks the default work_path "./"
     reset_warn_once()
+
+
+def test_readme_lists_exactly_the_compat_options():
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    start = readme.index("Accepted for compatibility only")
+    listed = set(re.findall(r"`([A-Za-z0-9_]+)`", readme[start:readme.index("\n\n", start)]))
+    assert listed == set(COMPAT)
 
 
 def test_there_are_compat_options():
