@@ -226,3 +226,22 @@ def test_module_entry_point_exit_code():
     bad = subprocess.run([sys.executable, "-m", "npu_adapter.cli", "options", "--check",
                           "jit_compile=yes"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "'jit_compile'" in bad.stderr
+
+
+def test_cli_prints_no_tensorflow_start_up_lines(tmp_path):
+    """A real process: TensorFlow's C++ start-up lines (CUDA probing, CPU features) are not
+    shown, and a successful command prints nothing on stderr."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
+        tf.nn.relu(x, name="y")
+    model = tmp_path / "m.pb"
+    model.write_bytes(graph.as_graph_def().SerializeToString())
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-m", "npu_adapter.cli", "convert", str(model),
+                           "--out", str(tmp_path / "o.pb"), "--fetch", "y:0"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
