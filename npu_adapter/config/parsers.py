@@ -68,9 +68,8 @@ def check_text(option, text):
     except UnicodeEncodeError as exc:
         raise NpuConfigError(
             option, text, "text that is valid UTF-8",
-            detail=f"character {exc.object[exc.start]!r} at offset {exc.start} is not valid "
-                   "UTF-8 (bytes that are not UTF-8, e.g. from a command line or a file "
-                   "name)") from None
+            detail=f"{exc.object[exc.start]!r} at offset {exc.start} stands for bytes that are "
+                   "not UTF-8, e.g. in a command-line argument or a file name") from None
     return text
 
 
