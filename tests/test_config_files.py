@@ -15,6 +15,16 @@ def test_modify_mixlist_parses_to_lists_and_actions(tmp_path):
         "white-list": {"to-remove": ["Conv2D"]}}
 
 
+def test_modify_mixlist_comments_as_in_canns_examples(tmp_path):
+    path = tmp_path / "ops_info.json"
+    path.write_text('{\n "black-list": { // black list\n  "to-add": ["Cast"] // "x" \\"\n'
+                    ' },\n "white-list": {"to-remove": ["Conv2D // not a comment"]}\n}\n')
+    with pytest.raises(NpuConfigError, match="line 5: 'Conv2D // not a comment'"):
+        files.read_modify_mixlist(str(path))
+    path.write_text('{"black-list": {"to-add": ["Cast"]}} // "quoted \\" // text"\n')
+    assert files.read_modify_mixlist(str(path)) == {"black-list": {"to-add": ["Cast"]}}
+
+
 def test_modify_mixlist_errors_name_the_line(tmp_path):
     path = tmp_path / "m.json"
     path.write_text('{\n "black-list": {\n  "to-add": ["Cast", "Ma tmul"]\n }\n}\n')
@@ -30,11 +40,13 @@ def test_customize_dtypes_entries(tmp_path):
     path.write_text("# by name\n"
                     "resnet/block1/Relu::InputDtype:float16,int8,OutputDtype:float16,int8\n\n"
                     "OpType::Relu:InputDtype:float16,OutputDtype:float32\n"
-                    "OpType::Cast:OutputDtype:float16\n")
+                    "OpType::Cast:OutputDtype:float16\n"
+                    "OpName::scope/MatMul:InputDtype:float32,float32\n")
     assert files.read_customize_dtypes(str(path)) == [
         ("name", "resnet/block1/Relu", ("float16", "int8"), ("float16", "int8"), 2),
         ("type", "Relu", ("float16",), ("float32",), 4),
-        ("type", "Cast", (), ("float16",), 5)]
+        ("type", "Cast", (), ("float16",), 5),
+        ("name", "scope/MatMul", ("float32", "float32"), (), 6)]
 
 
 @pytest.mark.parametrize("line, detail", [

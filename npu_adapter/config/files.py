@@ -7,8 +7,8 @@ option is set, and every error names the option, the file and (for content) the 
 
 * path options (:data:`PATH_OPTIONS`): no NUL character (no file system accepts one);
 * ``modify_mixlist``: an existing regular file holding a JSON object ``{"black-list": {...},
-  "white-list": {...}, "gray-list": {...}}`` whose lists are ``"to-add"`` / ``"to-remove"``
-  arrays of op types (:func:`read_modify_mixlist`);
+  "white-list": {...}, "gray-list": {...}}`` (``//`` comments allowed) whose lists are
+  ``"to-add"`` / ``"to-remove"`` arrays of op types (:func:`read_modify_mixlist`);
 * ``customize_dtypes``: an existing regular file, one ``OpName::InputDtype:...,OutputDtype:...``
   or ``OpType::Type:InputDtype:...,OutputDtype:...`` entry per line (:func:`read_customize_dtypes`);
 * ``optypelist_for_implmode``: comma-separated op types (:func:`parse_op_type_list`);
@@ -95,6 +95,30 @@ def _line_of(text, fragment):
     return text.count("\n", 0, index) + 1 if index >= 0 else None
 
 
+def _strip_comments(text):
+    """Drop ``//`` comments outside JSON strings (CANN's examples annotate the lists that way),
+    keeping every line so that line numbers stay right."""
+    lines = []
+    for line in text.split("\n"):
+        in_string = escaped = False
+        cut = len(line)
+        for i, char in enumerate(line):
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif char == "\\":
+                    escaped = True
+                elif char == '"':
+                    in_string = False
+            elif char == '"':
+                in_string = True
+            elif line.startswith("//", i):
+                cut = i
+                break
+        lines.append(line[:cut])
+    return "\n".join(lines)
+
+
 def read_modify_mixlist(path, option="modify_mixlist"):
     """Read and check a ``modify_mixlist`` JSON file; returns ``{list: {action: [op types]}}``.
 
@@ -102,7 +126,7 @@ def read_modify_mixlist(path, option="modify_mixlist"):
     object whose keys are among :data:`MIXLIST_ACTIONS`; each of those is an array of op type
     names (``[A-Za-z_][A-Za-z0-9_]*``). Errors name the file and the line.
     """
-    text = _read_text_file(option, path)
+    text = _strip_comments(_read_text_file(option, path))
     allowed = ('a JSON file like {"black-list": {"to-add": ["Cast"], "to-remove": []}, '
                '"white-list": {...}}')
     try:
@@ -168,9 +192,10 @@ _DTYPE_FIELD_RE = re.compile(r"(InputDtype|OutputDtype):")
 def read_customize_dtypes(path, option="customize_dtypes"):
     """Read and check a ``customize_dtypes`` file.
 
-    Each line that is neither empty nor a ``#`` comment is ``<op name>::<fields>`` or
-    ``OpType::<op type>:<fields>``, where ``<fields>`` is ``InputDtype:d1,d2,...`` and/or
-    ``OutputDtype:d1,...`` (separated by a comma), dtypes being names such as ``float16``.
+    Each line that is neither empty nor a ``#`` comment is ``<op name>::<fields>``,
+    ``OpName::<op name>:<fields>`` or ``OpType::<op type>:<fields>``, where ``<fields>`` is
+    ``InputDtype:d1,d2,...`` and/or ``OutputDtype:d1,...`` (separated by a comma), dtypes
+    being names such as ``float16``.
     Returns a list of ``(kind, name, input_dtypes, output_dtypes, line)`` with kind ``"name"``
     or ``"type"``; errors name the file and the line.
     """
@@ -185,14 +210,16 @@ def read_customize_dtypes(path, option="customize_dtypes"):
             raise NpuConfigError(option, path, _DTYPES_ALLOWED,
                                  detail=f"line {number}: {excerpt(line)} has no '<op>::'")
         head = head.strip()
-        if head == "OpType":
-            op_type, colon, rest = rest.partition(":")
-            op_type = op_type.strip()
-            if not colon or not _OP_TYPE_RE.match(op_type):
+        if head in ("OpType", "OpName"):  # OpName::<name>: is another spelling of a name line
+            target, colon, rest = rest.partition(":")
+            target = target.strip()
+            valid = _OP_TYPE_RE.match(target) if head == "OpType" else _OP_NAME_RE.match(target)
+            if not colon or not valid:
                 raise NpuConfigError(option, path, _DTYPES_ALLOWED,
-                                     detail=f"line {number}: {excerpt(op_type)} after "
-                                            "'OpType::' is not an op type name")
-            kind, name = "type", op_type
+                                     detail=f"line {number}: {excerpt(target)} after "
+                                            f"'{head}::' is not an op "
+                                            f"{'type name' if head == 'OpType' else 'name'}")
+            kind, name = ("type" if head == "OpType" else "name"), target
         else:
             if not _OP_NAME_RE.match(head):
                 raise NpuConfigError(option, path, _DTYPES_ALLOWED,
