@@ -129,7 +129,7 @@ for name, values in STRUCTURED.items():
 # ---- 4. files named by options ---------------------------------------------------------------
 
 
-def _file_case(option, content, kind="file", extra=None):
+def _file_case(option, content, kind="file", extra=None, name=None):
     def action(env):
         if kind == "missing":
             path = env.path("no", "such.json")
@@ -138,7 +138,7 @@ def _file_case(option, content, kind="file", extra=None):
         elif kind == "nul":
             path = env.path("a\0b.json")
         else:
-            path = env.write(f"{option}-{abs(hash(content))}.txt", content)
+            path = env.write(name, content)
         return NpuConfig.from_dict({option: path, **(extra or {})})
 
     return action
@@ -151,8 +151,9 @@ MIXLIST = [("missing", None), ("dir", None), ("nul", None), ("file", "{"),
            ("file", '{"black-list": {"to-add": ["Ca st"]}}'),
            ("file", '{"white-list": {"to-remove": [1]}}')]
 for k, (kind, content) in enumerate(MIXLIST):
-    names = ["'modify_mixlist'"] + (["line"] if kind == "file" else [])
-    case(f"file-modify_mixlist-{k}", _file_case("modify_mixlist", content, kind, MIX),
+    file_name = f"mixlist-{k}.json"
+    names = ["'modify_mixlist'"] + ([file_name] if kind == "file" else [])
+    case(f"file-modify_mixlist-{k}", _file_case("modify_mixlist", content, kind, MIX, file_name),
          NpuConfigError, names)
 DTYPES = [("missing", None), ("dir", None), ("nul", None), ("file", "Relu"),
           ("file", "OpType::Relu"), ("file", "OpType::Re lu:InputDtype:float16"),
@@ -161,9 +162,10 @@ DTYPES = [("missing", None), ("dir", None), ("nul", None), ("file", "Relu"),
           ("file", "# ok\nRelu::InputDtype:float16\nbad line\n"),
           ("file", "a::InputDtype:Float-16")]
 for k, (kind, content) in enumerate(DTYPES):
-    names = ["'customize_dtypes'"] + (["line"] if kind == "file" else [])
-    case(f"file-customize_dtypes-{k}", _file_case("customize_dtypes", content, kind),
-         NpuConfigError, names)
+    file_name = f"dtypes-{k}.cfg"
+    names = ["'customize_dtypes'"] + ([file_name] if kind == "file" else [])
+    case(f"file-customize_dtypes-{k}", _file_case("customize_dtypes", content, kind, None,
+                                                  file_name), NpuConfigError, names)
 for name in PATH_OPTIONS:
     extra = {"enable_dump": True} if name == "dump_path" else {}
     case(f"nul-path-{name}", _config({name: "/tmp/a\0b", **extra}), NpuConfigError,
