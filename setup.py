@@ -4,6 +4,12 @@ import pathlib
 
 from setuptools import setup
 
+TF_VERSIONS = ">=2.15,<2.22"
+"""The TensorFlow releases npu-adapter supports (2.15 to 2.21), as a version specifier."""
+
+PROJECT_URL = "https://github.com/npu-adapter/npu-adapter"
+"""Where the project lives (home page, documentation, issues)."""
+
 PACKAGES = [
     "npu_adapter",
     "npu_adapter.config",
@@ -38,12 +44,33 @@ setup(
     name="npu-adapter",
     version="0.1.0",
     description=(
-        "Pure-Python reimplementation of the TF Adapter (npu_bridge) front end for "
-        "TF1-style scripts on TensorFlow 2.x"
+        "Pure-Python reimplementation of the TF Adapter (npu_bridge) front end: TF1-style "
+        "Ascend scripts on TensorFlow 2.15-2.21"
     ),
     long_description=pathlib.Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
+    license="Apache-2.0",
+    license_files=["LICENSE"],
+    author="npu-adapter contributors",
+    url=PROJECT_URL,
+    project_urls={"Documentation": PROJECT_URL + "#readme", "Issues": PROJECT_URL + "/issues"},
+    keywords=["tensorflow", "ascend", "npu", "tf-adapter", "npu_bridge", "graph rewrite"],
+    classifiers=[
+        "Development Status :: 4 - Beta",
+        "Intended Audience :: Developers",
+        "Intended Audience :: Science/Research",
+        "License :: OSI Approved :: Apache Software License",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.9",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Topic :: Software Development :: Libraries :: Python Modules",
+    ],
     packages=PACKAGES,
     # `passes/` and `third_party/` live at the top of the repository (design card) but are
     # installed inside the library namespace, so `import passes` never clashes with anything.
@@ -52,16 +79,16 @@ setup(
         "npu_adapter.third_party": "third_party",
     },
     package_data={"npu_adapter.third_party": ["*.json", "*.md", "*.txt", "LICENSE*"]},
-    install_requires=[
-        "tensorflow>=2.15,<2.22",
-        # Keras 2 for tf.compat.v1.layers / rnn cells / keras.applications in v1 graphs; each
-        # release pins its own TF minor, so pip picks the pair matching the installed TF.
-        "tf_keras>=2.15,<2.22",
-        "numpy",
-        "protobuf",
-        "absl-py",
-    ],
+    # No TensorFlow here: users of Ascend have tensorflow-cpu, tensorflow-aarch64 or a vendor
+    # build, and requiring the distribution named `tensorflow` (or tf_keras, which requires it)
+    # would install a second TensorFlow over theirs. A fresh environment asks for the `tf` extra
+    # (the README's install command); numpy and protobuf come with any TensorFlow build and are
+    # listed unpinned so pip never upgrades the ones it brought.
+    install_requires=["numpy", "protobuf", "absl-py"],
     extras_require={
+        # Keras 2 (tf_keras) for tf.compat.v1.layers on TF >= 2.16; each tf_keras release pins
+        # its TF minor, so pip picks a matching pair.
+        "tf": [f"tensorflow{TF_VERSIONS}", f"tf_keras{TF_VERSIONS}"],
         "test": ["pytest", "hypothesis", "ruff"],
     },
     entry_points={"console_scripts": ["npu-adapter=npu_adapter.cli:main"]},

@@ -1,4 +1,5 @@
-"""Seed 004 §4: online inference of a frozen classifier with a ``Classifier`` class.
+"""Online inference of a frozen classifier with a ``Classifier`` class (the sample program of
+CANN's TensorFlow online-inference guide).
 
 The original sample loads a downloaded ResNet-50 ``.pb`` and an ImageNet folder; here a small
 CNN is trained for a few steps on synthetic images and frozen to ``--model_path`` first (no

@@ -1,4 +1,4 @@
-"""Seed 000: ``initialize_system`` / ``shutdown_system`` around training in a session.
+"""The TF Adapter's ``initialize_system`` / ``shutdown_system`` around training in a session.
 
 The documented pattern: build the NPUInit/NPUShutdown ops, run ``initialize_system`` in a
 session configured with NpuOptimizer before anything else (the original initialises GE and

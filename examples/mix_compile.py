@@ -1,4 +1,5 @@
-"""Seed 004 §5.2: mix compile, and choosing what is offloaded with ``in_out_pair``.
+"""Mix compile, and choosing what is offloaded with ``in_out_pair`` (mixed computing in CANN's
+TensorFlow online-inference guide).
 
 A YOLO-like inference graph: image pre-processing (decoding-like string work that stays on the
 host), a convolutional body, and post-processing. It is run three ways, each compared with plain

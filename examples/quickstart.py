@@ -46,7 +46,7 @@ def build_frozen_cnn():
 
 
 def npu_config():
-    """The ConfigProto an Ascend online-inference script builds (seed 004 §3)."""
+    """The ConfigProto an Ascend online-inference script builds (CANN's online-inference guide)."""
     config = tf1.ConfigProto()
     custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
     custom_op.name = "NpuOptimizer"

@@ -1,4 +1,5 @@
-"""Seed 004 §5.5: update the weights of a running online-inference session, then infer, in a loop.
+"""Update the weights of a running online-inference session, then infer, in a loop (updating
+weights in CANN's TensorFlow online-inference guide).
 
 The original sample restores ``mnist_deep_model`` from a checkpoint, builds an assign graph fed by
 placeholders (the new weights come from a training server as key-value pairs), and alternates

@@ -7,8 +7,21 @@ first use.
 """
 
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
+
+SUPPORTED_TENSORFLOW = "2.15-2.21"
+"""The TensorFlow releases npu-adapter runs on."""
+
+if importlib.util.find_spec("tensorflow") is None:
+    # npu-adapter does not require TensorFlow by distribution name (that would install a second
+    # TensorFlow over tensorflow-cpu, tensorflow-aarch64 or a vendor build): say what to do.
+    raise ImportError(
+        f"npu-adapter needs TensorFlow {SUPPORTED_TENSORFLOW}, and none is installed. In a fresh "
+        "environment install it with the project: pip install 'npu-adapter[tf]' (or, from a "
+        "checkout, pip install -e '.[tf]'); otherwise install your platform's build, e.g. "
+        "pip install 'tensorflow-cpu>=2.15,<2.22'.")
 
 __all__ = [
     "NpuConfig",

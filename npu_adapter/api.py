@@ -12,6 +12,7 @@ import os
 from tensorflow.core.framework import graph_pb2
 
 from npu_adapter.errors import GraphError, GraphInvariantError, RewriteError
+from npu_adapter.graph.aliases import complete_fetch_ports, keep_user_names
 from npu_adapter.graph.extract import extract_client_graph, normalize_tensor_name
 from npu_adapter.graph.names import parse_input
 from npu_adapter.graph.payload import strip_payloads
@@ -60,6 +61,45 @@ def _check_input(graph_def, view):
                            code="Unimplemented", node=cycles[0].node)
     if violations:
         raise GraphInvariantError([str(v) for v in violations], context="input graph")
+
+
+def _names(values, what, example):
+    """``values`` (None, one name, or a list/tuple of names, tensors or ops) as a list of str;
+    a GraphError names the first element that is not a name."""
+    if values is None:
+        return []
+    if isinstance(values, (str, bytes)) or hasattr(values, "name"):
+        values = [values]
+    if not isinstance(values, (list, tuple)):
+        raise GraphError(f"{what} must be a list of names such as {example!r}, got "
+                         f"{type(values).__name__}")
+    names = []
+    for i, value in enumerate(values):
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif not isinstance(value, str) and isinstance(getattr(value, "name", None), str):
+            value = value.name  # a tf.Tensor or tf.Operation
+        if not isinstance(value, str) or not value or "\0" in value:
+            raise GraphError(f"{what}[{i}] = {value!r} is not a name such as {example!r}")
+        names.append(value)
+    return names
+
+
+def _check_dump_dir(path, option):
+    """The dump directory exists (or is created now) and is writable, before any pass runs: a
+    pass must not fail on it half-way with a message that names neither the option nor the
+    path."""
+    from npu_adapter.config.files import check_path_text
+    from npu_adapter.errors import NpuConfigError
+
+    check_path_text(option, path)
+    allowed = "a directory that exists or can be created, with write permission"
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise NpuConfigError(option, path, allowed, detail=exc.strerror or str(exc)) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise NpuConfigError(option, path, allowed, detail="no write permission")
 
 
 def _sink_fetches(view):
@@ -175,7 +215,10 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     backend_obj = get_backend(backend) if isinstance(backend, str) else backend
     from npu_adapter.pipeline.dump_instruments import rewrite_dump_instruments
 
+    dump_option = "dump_dir" if dump_dir else "npu_adapter_dump_dir"
     dump_dir = dump_dir or getattr(npu_config, "npu_adapter_dump_dir", "") or None
+    if dump_dir:
+        _check_dump_dir(os.fspath(dump_dir), dump_option)
     dump_instruments = rewrite_dump_instruments(dump_dir, graph_num)
     user_graph, payloads = graph_def, None
     if not dump_instruments and not instruments:
@@ -183,14 +226,18 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         # (see graph/payload.py), which is put back into the final graph below. Dumps and
         # instruments see the full graphs.
         graph_def, payloads = strip_payloads(graph_def)
+    fetches = [normalize_tensor_name(f, "fetch")
+               for f in _names(fetches, "fetches", "logits:0")]
+    targets = [t[1:] if t.startswith("^") else t for t in _names(targets, "targets", "train_op")]
+    feeds = _names(feeds, "feeds", "input:0")
     view = GraphView(graph_def)
     _check_input(graph_def, view)
-    fetches = [normalize_tensor_name(f, "fetch") for f in (fetches or ())]
-    targets = [t[1:] if t.startswith("^") else t for t in (targets or ())]
-    feeds = list(feeds or ())
     feed_map = {}
     if fetches or targets:
-        client = extract_client_graph(graph_def, fetches, targets, feeds, view=view)
+        # Lower ports of partly fetched multi-output nodes are fetched too, so the alias that
+        # keeps the node's name (see keep_user_names below) has a value for each port.
+        client = extract_client_graph(graph_def, complete_fetch_ports(fetches), targets, feeds,
+                                      view=view)
         work = client.graph_def
         feed_map = dict(client.feeds)
         view = client.view
@@ -212,7 +259,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
             light, result = hit
             result.graph_def = payloads.restore(light) if payloads is not None else light
             return result
-    ctx = PassContext(config=npu_config, backend=backend_obj, fetches=tuple(fetches),
+    ctx = PassContext(config=npu_config, backend=backend_obj,
+                      fetches=tuple(complete_fetch_ports(fetches)),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),
                       op_support=op_support)
     if view is not None:
@@ -253,6 +301,15 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         placement = placement_from_graph(annotated, client_names)
     clusters = clusters_from_graph(final)
     tensor_map, op_map = _maps(final, clusters, client_names, report_fetches, targets, feed_map)
+    # The user's fetched, fed and target names stay valid in the rewritten graph (aliases).
+    final, aliases = keep_user_names(final, graph_def, fetches=report_fetches,
+                                     feed_map=feed_map, targets=targets, tensor_map=tensor_map,
+                                     op_map=op_map,
+                                     in_place=final is not work and final is not graph_def
+                                     and final is not user_graph)
+    if light is not None and aliases:
+        # The cached light copy was taken before the aliases were added: give it the same nodes.
+        light.node.extend(node for node in final.node if node.name in aliases)
     result = RewriteResult(
         graph_def=final,
         clusters=clusters,
@@ -265,6 +322,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         pipeline=manager.pipeline_text(),
         timings=list(timing.timings),
         pass_info={name: result.info for name, result in outcome.results},
+        aliases=aliases,
     )
     if cache_key is not None:
         from npu_adapter.pipeline import rewrite_cache

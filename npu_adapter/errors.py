@@ -6,8 +6,12 @@ valid: they are written for the person who has to fix the script, not for us.
 """
 
 __all__ = [
+    "MAX_ECHO",
+    "excerpt",
     "NpuAdapterError",
     "NpuConfigError",
+    "UnknownOptionError",
+    "UsageError",
     "GraphError",
     "GraphInvariantError",
     "PassError",
@@ -18,6 +22,24 @@ __all__ = [
     "PrecisionFileError",
     "PrecisionEmulationError",
 ]
+
+
+MAX_ECHO = 120
+"""Longest echo of a user value in an error message (longer ones are cut, with their length)."""
+
+
+def excerpt(value, limit=MAX_ECHO):
+    """``repr(value)``, cut to about ``limit`` characters with the full length said.
+
+    A 100 KB option value must not be echoed in full (or twice) in a one-line error: the start
+    is enough to recognise it, and the length tells the rest.
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, (str, bytes)) else \
+        f"{len(text)} characters as text"
+    return f"{text[:limit]}... ({size})"
 
 
 class NpuAdapterError(Exception):
@@ -37,10 +59,33 @@ class NpuConfigError(NpuAdapterError, ValueError):
         self.value = value
         self.allowed = allowed
         self.detail = detail
-        msg = f"invalid value {value!r} for option {option!r}: {allowed}"
+        msg = f"invalid value {excerpt(value)} for option {excerpt(option)}: {allowed}"
         if detail:
+            detail = str(detail)
+            if len(detail) > 4 * MAX_ECHO:
+                detail = detail[:4 * MAX_ECHO] + "..."
             msg += f" ({detail})"
         super().__init__(msg)
+
+
+class UnknownOptionError(NpuConfigError):
+    """An option name that is not an option (a typo, or an option of another tool).
+
+    The message blames the key, not the value: ``option`` is the unknown name, ``value`` the
+    value given with it, ``allowed`` a hint (the closest option name, or where to look).
+    """
+
+    def __init__(self, option, value, allowed, detail=None):
+        super().__init__(option, value, allowed, detail)
+        where = f" ({detail})" if detail else ""
+        self.args = (f"unknown option {excerpt(option)}{where}: {allowed}",)
+
+    def __str__(self):
+        return self.args[0]
+
+
+class UsageError(NpuAdapterError, ValueError):
+    """A command line or call that is malformed as a whole (e.g. ``--option`` without ``=``)."""
 
 
 class GraphError(NpuAdapterError, ValueError):

@@ -2,9 +2,11 @@
 
 Importing ``npu_bridge`` (or any of its modules) prepares TensorFlow for TF1.15 scripts:
 
-1. ``TF_USE_LEGACY_KERAS=1`` is set (``os.environ.setdefault``) before TensorFlow is imported,
-   so ``tf.compat.v1.layers`` works on TensorFlow >= 2.16 (it needs Keras 2, ``tf_keras``);
-   this takes effect unless ``tf.keras`` was used before.
+1. When ``tf_keras`` is installed, ``TF_USE_LEGACY_KERAS=1`` is set (``os.environ.setdefault``)
+   before TensorFlow is imported, so ``tf.compat.v1.layers`` works on TensorFlow >= 2.16 (it
+   needs Keras 2); this takes effect unless ``tf.keras`` was used before. Without ``tf_keras``
+   the variable is left alone: set, it would make ``import tensorflow`` fail on the legacy-Keras
+   path.
 2. The TF1 names scripts use are put back on ``tf`` (:mod:`npu_bridge._tf1_aliases`:
    ``tf.Session``, ``tf.placeholder``, ``tf.train.AdamOptimizer``, ``tf.layers``, ...).
 3. The NPU session is installed (:func:`npu_adapter.install`): ``tf.Session`` and
@@ -21,11 +23,13 @@ is Python and TensorFlow ops, running a single rank.
 """
 
 import contextlib
+import importlib.util
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+if importlib.util.find_spec("tf_keras") is not None:
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-if os.environ["TF_USE_LEGACY_KERAS"] == "1":
+if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
     # tf_keras runs `import tensorflow.compat.v1`, which rebinds tf.compat.v1 to a new module
     # object; import it first so the aliases and the session see the final one.
     with contextlib.suppress(ImportError):

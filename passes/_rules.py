@@ -74,24 +74,48 @@ class SupportOracle:
         self._per_op = {}
 
     def function_supported(self, name, _stack=None):
-        """True when library function ``name`` holds only supported ops (Consts allowed)."""
+        """True when library function ``name`` holds only supported ops (Consts allowed).
+
+        Functions calling functions are decided callees first with an explicit stack, not by
+        recursion: a chain of calls thousands deep must not exhaust Python's stack. A function
+        already being decided (a recursive call) counts as supported; its caller decides.
+        """
         if name in self._functions:
             return self._functions[name]
-        fdef = self.view.functions.get(name)
-        if fdef is None:
+        functions = self.view.functions
+        if name not in functions:
             return False
-        stack = _stack or set()
-        if name in stack:
+        on_stack = set() if _stack is None else _stack
+        if name in on_stack:
             return True  # recursion: decided by the outer frame
-        stack.add(name)
-        ok = True
-        for node in fdef.node_def:
-            if not self._node_ok(node, support_const=True, stack=stack)[0]:
-                ok = False
-                break
-        stack.discard(name)
-        self._functions[name] = ok
-        return ok
+        on_stack.add(name)
+        pending = [(name, iter(self._callees(name)))]
+        while pending:
+            fname, callees = pending[-1]
+            for callee in callees:
+                if callee in functions and callee not in self._functions \
+                        and callee not in on_stack:
+                    on_stack.add(callee)
+                    pending.append((callee, iter(self._callees(callee))))
+                    break
+            else:  # every callee is decided (or on the stack): decide this one
+                pending.pop()
+                ok = True
+                for node in functions[fname].node_def:
+                    if not self._node_ok(node, support_const=True, stack=on_stack)[0]:
+                        ok = False
+                        break
+                self._functions[fname] = ok
+                on_stack.discard(fname)
+        return self._functions[name]
+
+    def _callees(self, name):
+        """Names of the library functions the body of ``name`` calls (op or func attr)."""
+        functions = self.view.functions
+        for node in functions[name].node_def:
+            if node.op in functions:
+                yield node.op
+            yield from _func_names(node)
 
     def _node_ok(self, node, *, support_const, stack=None):
         without = False

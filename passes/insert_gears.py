@@ -118,6 +118,7 @@ def _whole_graph_plans(view, config, geops):
                 code="InvalidArgument", node=node.name)
         tensors = [f"{node.name}:{k}" for k in range(outputs)]
     full = gear_table_from_trio(trio, tensors)
+    _check_static_shapes(view, full, trio.node_type)
     plans = []
     for i in geops:
         inputs = [s.decode() for s in view.nodes[i].attr[CLUSTER_INPUTS_ATTR].list.s]
@@ -130,6 +131,57 @@ def _whole_graph_plans(view, config, geops):
                           tuple(tuple(gear[t] for t in rows) for gear in full.gears))
         plans.append(_Plan(i, table, [arg for _, arg in picked]))
     return plans
+
+
+def _static_dims(view, tensor, node_type):
+    """Known dims of a whole-graph gear input (-1 for unknown), or None if its rank is unknown."""
+    node_name, _, port = tensor.rpartition(":")
+    node = view.nodes[view.index[node_name]]
+    if node_type == 1:
+        shape = node.attr["shape"].shape if "shape" in node.attr else None
+    else:
+        shapes = node.attr["output_shapes"].list.shape if "output_shapes" in node.attr else ()
+        shape = shapes[int(port)] if int(port) < len(shapes) else None
+    if shape is None or shape.unknown_rank:
+        return None
+    return [d.size for d in shape.dim]
+
+
+def _check_static_shapes(view, table, node_type):
+    """Every ``input_shape`` entry must fit the input it names: the same rank, the same value
+    for each dim the graph fixes, and gears that keep those dims; otherwise no gear could ever
+    match at run time (the original leaves this to GE, which fails when the graph is built)."""
+    for t, (tensor, pattern) in enumerate(zip(table.names, table.patterns)):
+        if tensor is None:
+            continue  # an unfed placeholder_with_default: no gear (see _whole_graph_plans)
+        dims = _static_dims(view, tensor, node_type)
+        if dims is None:
+            continue
+        what = "placeholder" if node_type == 1 else "dataset output"
+        given = ",".join(str(d) for d in pattern) if pattern else "0 (a scalar)"
+        shape = "[" + ", ".join("?" if d < 0 else str(d) for d in dims) + "]"
+        head = f"input_shape entry {tensor.rpartition(':')[0]!r}: {given}"
+        if len(pattern) != len(dims):
+            raise RewriteError(
+                f"{head} has {len(pattern)} dim(s), but {what} {tensor!r} has shape {shape} "
+                f"(rank {len(dims)}), so no gear could ever match; give one dim per "
+                "dimension, -1 for the dynamic ones", code="InvalidArgument", node=tensor)
+        for axis, (want, have) in enumerate(zip(pattern, dims)):
+            if have < 0:
+                continue
+            if want != -1 and want != have:
+                raise RewriteError(
+                    f"{head} sets dim {axis} to {want}, but {what} {tensor!r} has shape {shape} "
+                    f"(dim {axis} is fixed to {have}), so no gear could ever match",
+                    code="InvalidArgument", node=tensor)
+            if want == -1:
+                for g, gear in enumerate(table.gears):
+                    if gear[t][axis] != have:
+                        raise RewriteError(
+                            f"{head}: gear {g} ({table.describe(g)}) gives dim {axis} the "
+                            f"value {gear[t][axis]}, but {what} {tensor!r} has shape {shape} "
+                            f"(dim {axis} is fixed to {have}), so that gear could never match",
+                            code="InvalidArgument", node=tensor)
 
 
 def _subgraph_plans(view, geops):

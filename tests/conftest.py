@@ -67,3 +67,20 @@ def cann_fakes(tmp_path, monkeypatch):
         shutdown()
     finally:
         acl.fake.reset()
+
+
+@pytest.fixture(autouse=True)
+def _eager_mode_stays_on(request):
+    """A test that turns eager execution off (``npu_bridge.npu_init`` does on import, as the
+    original) changes every later test of the process: such imports belong in a subprocess."""
+    import tensorflow as tf
+
+    eager_before = tf.executing_eagerly()
+    yield
+    if eager_before and not tf.executing_eagerly():
+        try:
+            tf.compat.v1.enable_eager_execution()
+        except ValueError:
+            pass  # TensorFlow may refuse once graphs exist; the failure below says why
+        pytest.fail(f"{request.node.nodeid} disabled eager execution for the whole process; "
+                    "run that part in a subprocess")

@@ -34,7 +34,9 @@ def option_files(tmp_path):
     files = {}
     for name in FILE_OPTIONS:
         path = tmp_path / f"{name}.cfg"
-        path.write_text("{}\n" if name == "modify_mixlist" else "x\n")
+        # the two precision files are parsed when the options are read: valid content
+        path.write_text({"modify_mixlist": "{}\n",
+                         "customize_dtypes": "OpType::Relu:InputDtype:float16\n"}.get(name, "x\n"))
         files[name] = str(path)
     (tmp_path / "debug").mkdir()
     (tmp_path / "opcache").mkdir()

@@ -8,6 +8,7 @@ import pytest
 
 from npu_adapter import cli
 from npu_adapter.config import OPTION_SPECS, OPTIONS_BY_NAME, NpuConfig, reset_warn_once
+from npu_adapter.config.effects import effect_of
 from npu_adapter.errors import NpuConfigError
 
 
@@ -25,27 +26,69 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_options_table_lists_every_option(capsys):
-    code, out, err = run(capsys, "options")
+def _table_rows(out):
+    """name -> the cells of its row (NAME TYPE DEFAULT EFFECT), from the table's text."""
+    rows = {}
+    pending = None
+    for line in out.splitlines()[1:]:
+        cells = line.split()
+        if pending is not None:  # the row of a long name follows its name's line
+            rows[pending] = [pending] + cells
+            pending = None
+            continue
+        if not line or line.startswith((" ", "EFFECT:")) or line.endswith(")") and \
+                line.split()[-1].startswith("("):
+            continue
+        if len(cells) == 1 and cells[0] in OPTIONS_BY_NAME:  # a long name on its own line
+            pending = cells[0]
+            continue
+        rows[cells[0]] = cells
+    return rows
+
+
+def test_options_table_lists_every_option_with_its_effect(capsys):
+    code, out, err = run(capsys, "options", "--width", "100")
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].split() == ["NAME", "TYPE", "DEFAULT", "CATEGORY", "FLAGS", "ALLOWED"]
-    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert lines[0].split() == ["NAME", "TYPE", "DEFAULT", "EFFECT", "DESCRIPTION"]
+    rows = _table_rows(out)
     assert set(rows) == set(OPTIONS_BY_NAME)
-    assert rows["iterations_per_loop"][:5] == ["iterations_per_loop", "int", "1", "partition",
-                                               "-"]
-    assert rows["precision_mode"][2] == "(unset)"
-    assert rows["dynamic_input"][4] == "deprecated"
-    assert rows["npu_adapter_backend"][4] == "ours"
-    assert rows["min_group_size"][4] == "compat"
-    assert "'lazy_recompile', 'dynamic_execute'" in out
+    assert rows["iterations_per_loop"][:4] == ["iterations_per_loop", "int", "1", "runs"]
+    assert rows["precision_mode"][2:4] == ["(unset)", "emulated"]
+    assert rows["min_group_size"][3] == "compat"
+    assert rows["soc_config"][3] == "cann"
+    assert "'lazy_recompile', 'dynamic_execute'" in " ".join(out.split())
+    assert "Memory, devices and runtime (memory_runtime)" in out
+    assert "deprecated: use set_graph_exec_config" in out
+    assert max(len(line) for line in lines) <= 100
 
 
-def test_options_category_filter(capsys):
+@pytest.mark.parametrize("width", [60, 80, 132])
+def test_options_table_wraps_to_the_width(capsys, width):
+    code, out, _ = run(capsys, "options", "--width", str(width))
+    assert code == 0
+    long_names = [n for n in OPTIONS_BY_NAME if len(n) > width - 8]
+    for line in out.splitlines():
+        assert len(line) <= max(width, 70) or line.strip() in long_names, line
+    assert set(_table_rows(out)) == set(OPTIONS_BY_NAME)
+
+
+def test_options_table_follows_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "72")
+    _, out, _ = run(capsys, "options")
+    assert max(len(line) for line in out.splitlines()) <= 72
+
+
+def test_options_category_and_effect_filters(capsys):
     code, out, _ = run(capsys, "options", "--category", "npu_adapter")
     assert code == 0
-    names = [line.split()[0] for line in out.splitlines()[1:]]
-    assert names == sorted(n for n in OPTIONS_BY_NAME if n.startswith("npu_adapter_"))
+    assert sorted(_table_rows(out)) == sorted(n for n in OPTIONS_BY_NAME
+                                              if n.startswith("npu_adapter_"))
+    code, out, _ = run(capsys, "options", "--effect", "compat", "--json")
+    assert code == 0
+    names = {d["name"] for d in json.loads(out)}
+    assert names == {n for n in OPTIONS_BY_NAME if effect_of(n)[0] == "compat"}
+    assert {"task_index", "min_group_size", "hcom_parallel"} <= names
 
 
 def test_options_json(capsys):
@@ -54,6 +97,8 @@ def test_options_json(capsys):
     described = json.loads(out)
     assert [d["name"] for d in described] == [s.name for s in OPTION_SPECS]
     by_name = {d["name"]: d for d in described}
+    assert by_name["jit_compile"]["effect"] == "compat"
+    assert by_name["precision_mode"]["effect_note"].startswith("dtype of each device op")
     assert by_name["jit_compile"]["default"] == "auto"
     assert by_name["jit_compile"]["field"] == ".s"
     assert by_name["op_debug_level"]["deprecated"] is True
@@ -61,10 +106,12 @@ def test_options_json(capsys):
     assert by_name["compile_hybrid_mode"]["default"] is None
 
 
-def test_check_ok(capsys):
+def test_check_ok(capsys, tmp_path):
+    mixlist = tmp_path / "m.json"
+    mixlist.write_text("{}")
     code, out, err = run(capsys, "options", "--check", "mix_compile_mode=true",
                          "iterations_per_loop=1", "precision_mode=allow_mix_precision",
-                         "modify_mixlist=/m.json")
+                         f"modify_mixlist={mixlist}")
     assert (code, out, err) == (0, "ok\n", "")
 
 
@@ -98,7 +145,8 @@ def test_value_literals():
     (["mix_compile_mode=yes"], ["'mix_compile_mode'", "'yes'", "true, false, 1 or 0"]),
     (["iterations_per_loop=abc"], ["'iterations_per_loop'", "'abc'", "an integer"]),
     (["mix_compile=1"], ["'mix_compile'", "did you mean 'mix_compile_mode'"]),
-    (["iterations_per_loop"], ["'iterations_per_loop'", "key=value"]),
+    (["iterations_per_loop"], ["--check 'iterations_per_loop'", "expected KEY=VALUE",
+                               "no '=' found"]),
     (["task_index=1", "task_index=2"], ["'task_index'", "once"]),
     (["in_out_pair=[['a'],['b']]", "mix_compile_mode=1"], ["'in_out_pair'", "two bracket"]),
     (["input_shape=data:-1"], ["input_shape", "should use together"]),
@@ -114,9 +162,9 @@ def test_check_errors_are_one_line_with_exit_2(capsys, argv, expected):
 
 
 def test_check_reports_warnings(capsys):
-    code, out, err = run(capsys, "options", "--check", "enable_data_pre_proc=true")
+    code, out, err = run(capsys, "options", "--check", "dynamic_input=true")
     assert (code, out) == (0, "ok\n")
-    assert "npu-adapter: warning: option 'enable_data_pre_proc' is deprecated" in err
+    assert "npu-adapter: warning: option 'dynamic_input' is deprecated" in err
 
 
 @pytest.mark.parametrize("argv", [
@@ -178,3 +226,22 @@ def test_module_entry_point_exit_code():
     bad = subprocess.run([sys.executable, "-m", "npu_adapter.cli", "options", "--check",
                           "jit_compile=yes"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "'jit_compile'" in bad.stderr
+
+
+def test_cli_prints_no_tensorflow_start_up_lines(tmp_path):
+    """A real process: TensorFlow's C++ start-up lines (CUDA probing, CPU features) are not
+    shown, and a successful command prints nothing on stderr."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
+        tf.nn.relu(x, name="y")
+    model = tmp_path / "m.pb"
+    model.write_bytes(graph.as_graph_def().SerializeToString())
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-m", "npu_adapter.cli", "convert", str(model),
+                           "--out", str(tmp_path / "o.pb"), "--fetch", "y:0"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""

@@ -95,7 +95,7 @@ SPEC_KINDS = {
           "npu_adapter_compile_cache_max_mb"},
 }
 
-DEPRECATED = {"enable_data_pre_proc", "dynamic_input", "dynamic_graph_execute_mode",
+DEPRECATED = {"dynamic_input", "dynamic_graph_execute_mode",
               "dynamic_inputs_shape_range", "op_select_implmode", "optypelist_for_implmode",
               "variable_format_optimize", "op_debug_level", "graph_memory_max_size",
               "variable_memory_max_size"}
@@ -405,8 +405,10 @@ def _round_trips(config):
     assert pickle.loads(pickle.dumps(config)) == config
 
 
-def test_round_trips_of_an_example():
-    config = _quiet(NpuConfig.from_dict, EXAMPLE)
+def test_round_trips_of_an_example(tmp_path):
+    mixlist = tmp_path / "m.json"
+    mixlist.write_text('{"black-list": {"to-add": ["Cast"]}}')
+    config = _quiet(NpuConfig.from_dict, dict(EXAMPLE, modify_mixlist=str(mixlist)))
     _quiet(_round_trips, config)
     params = config.to_parameter_map()
     assert params["mix_compile_mode"] == AttrValue(b=True)
@@ -540,7 +542,7 @@ def test_deprecated_options_warn_once_per_key():
 
 def test_deprecation_warning_points_at_the_caller():
     with pytest.warns(NpuAdapterWarning) as record:
-        NpuConfig.from_dict({"enable_data_pre_proc": True})
+        NpuConfig.from_dict({"dynamic_input": True})
     assert record[0].filename == __file__
 
 

@@ -18,7 +18,7 @@ from npu_adapter.config.parsers import (
     parse_shape_range_list,
     validate_dims_trio,
 )
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, excerpt
 
 
 def _raises(func, *args, option, fragment=None, match=None):
@@ -30,7 +30,7 @@ def _raises(func, *args, option, fragment=None, match=None):
     assert repr(option) in str(error)
     if fragment is not None:
         assert error.value == fragment
-        assert repr(fragment) in str(error)
+        assert excerpt(fragment) in str(error)
     if match is not None:
         assert match in str(error)
     return error

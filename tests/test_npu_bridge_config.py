@@ -192,7 +192,7 @@ def test_sub_config_validation(factory, error, match):
 
 DEFAULT_OPTIONS = {
     "all_tensor_not_empty": False, "buffer_optimize": "l2_optimize", "deterministic": 0,
-    "device_type": "default_device_type", "dynamic_graph_execute_mode": "dynamic_execute",
+    "device_type": "default_device_type",
     "enable_data_pre_proc": True, "enable_dump": False, "enable_dump_debug": False,
     "enable_exception_dump": 2, "enable_reduce_precision": False, "enable_small_channel": 0,
     "event_sync_timeout": -1, "experimental_logical_device_cluster_deploy_mode": "LB",
@@ -330,16 +330,27 @@ def test_mapping_requires_npu_run_config():
         npu_run_config_options(PlainRunConfig())
 
 
-def test_deprecated_keys_written_by_estimator_warn_once():
+def test_default_run_config_warns_about_nothing():
     reset_warn_once()
-    with pytest.warns(NpuAdapterWarning) as record:
-        npu_run_config_to_config_proto(NPURunConfig())
-    messages = sorted(str(item.message) for item in record)
-    assert any("'enable_data_pre_proc' is deprecated" in m for m in messages)
-    assert any("'dynamic_graph_execute_mode' is deprecated" in m for m in messages)
     with warnings.catch_warnings():
         warnings.simplefilter("error", NpuAdapterWarning)
-        npu_run_config_to_config_proto(NPURunConfig())
+        proto = npu_run_config_to_config_proto(NPURunConfig())
+    params = NpuConfig.from_config_proto(proto).to_parameter_map()
+    assert "dynamic_graph_execute_mode" not in params
+    assert params["enable_data_pre_proc"].b is True
+
+
+def test_deprecated_keys_the_user_sets_warn_once():
+    reset_warn_once()
+    with pytest.warns(NpuAdapterWarning) as record:
+        npu_run_config_to_config_proto(NPURunConfig(dynamic_input=True,
+                                                    dynamic_graph_execute_mode="lazy_recompile"))
+    messages = sorted(str(item.message) for item in record)
+    assert any("'dynamic_graph_execute_mode' is deprecated" in m for m in messages)
+    assert any("'dynamic_input' is deprecated" in m for m in messages)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NpuAdapterWarning)
+        npu_run_config_to_config_proto(NPURunConfig(dynamic_input=True))
 
 
 # ---- session decoration ----------------------------------------------------------------------

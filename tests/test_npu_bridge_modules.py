@@ -405,13 +405,28 @@ def test_decode_and_resize_jpeg():
 
 
 def test_npu_init_exports_the_api_modules():
-    from npu_bridge import npu_init
-    from npu_bridge.npu_cpu import npu_cpu_ops
+    # In a fresh process: importing npu_init disables eager execution, as the original does,
+    # which would change every later test of this process.
+    import subprocess
+    import sys
 
-    assert npu_init.npu_cpu_ops is npu_cpu_ops
-    assert npu_init.profiler.Profiler is profiler.Profiler
-    assert npu_init.scoped_graph_manager.ScopedGraphManager is sgm.ScopedGraphManager
-    assert npu_init.npu_plugin is npu_plugin and npu_init.npu_strategy is npu_strategy
-    assert npu_init.keras_to_npu is keras_to_npu
-    for name in ("npu_cpu_ops", "profiler", "scoped_graph_manager", "npu_plugin"):
-        assert name in npu_init.__all__
+    script = """
+from npu_bridge import npu_init
+from npu_bridge.estimator.npu import npu_plugin, npu_strategy
+from npu_bridge.estimator.npu import keras_to_npu
+from npu_bridge.npu_cpu import npu_cpu_ops
+from npu_bridge.profiler import profiler
+from npu_bridge.scoped_graph_manager import scoped_graph_manager as sgm
+
+assert npu_init.npu_cpu_ops is npu_cpu_ops
+assert npu_init.profiler.Profiler is profiler.Profiler
+assert npu_init.scoped_graph_manager.ScopedGraphManager is sgm.ScopedGraphManager
+assert npu_init.npu_plugin is npu_plugin and npu_init.npu_strategy is npu_strategy
+assert npu_init.keras_to_npu is keras_to_npu
+for name in ("npu_cpu_ops", "profiler", "scoped_graph_manager", "npu_plugin"):
+    assert name in npu_init.__all__, name
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]

@@ -140,7 +140,10 @@ def test_2_mix_mode_without_npu_compile_scope():
         "GeOp1_1": {"ArgMax", "ArgMax/dimension"},
     }
     assert reason(res, "Unique") == ("host", "without_npu_compile_scope")
-    assert canonical_edges(res.graph_def) == ["GeOp1_0->Unique", "Unique->GeOp1_1"]
+    # The ArgMax alias (an Identity keeping the fetched name) reads GeOp1_1.
+    assert canonical_edges(res.graph_def) == ["GeOp1_0->Unique", "GeOp1_1->ArgMax",
+                                              "Unique->GeOp1_1"]
+    assert res.aliases == {"ArgMax": ["GeOp1_1:0"]}
 
 
 def test_3_same_graph_full_offload_keeps_only_the_largest_cluster():

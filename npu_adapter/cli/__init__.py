@@ -60,6 +60,12 @@ def _one_line(exc):
     return " ".join(str(exc).split())
 
 
+def _kept(exc):
+    """Where a failed run kept its partial output (see ``common.OutputDirectory``)."""
+    failed_dir = getattr(exc, "failed_dir", None)
+    return f"; partial output kept in {failed_dir}" if failed_dir else ""
+
+
 def main(argv=None):
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
@@ -80,11 +86,18 @@ def main(argv=None):
     except NpuAdapterError as exc:
         if verbose:
             traceback.print_exc()
-        sys.stderr.write(f"{PROG}: error: {_one_line(exc)}\n")
+        sys.stderr.write(f"{PROG}: error: {_one_line(exc)}{_kept(exc)}\n")
+        return EXIT_INVALID
+    except OSError as exc:  # the file system refused (permissions, disk full, ...): not a bug
+        if verbose:
+            traceback.print_exc()
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        sys.stderr.write(f"{PROG}: error: {exc.strerror or _one_line(exc)}{where}"
+                         f"{_kept(exc)}\n")
         return EXIT_INVALID
     except Exception as exc:  # a bug: say so, keep the traceback behind --verbose
         if verbose:
             traceback.print_exc()
         sys.stderr.write(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
-                         "(run with --verbose for a traceback)\n")
+                         f"(run with --verbose for a traceback){_kept(exc)}\n")
         return EXIT_ERROR

@@ -3,24 +3,30 @@
 import sys
 import warnings
 
-from npu_adapter.cli.common import EXIT_OK, PROG, common_parent, config_from_args
+from npu_adapter.cli.common import (
+    EXIT_OK,
+    PROG,
+    check_output_file,
+    common_parent,
+    config_from_args,
+    import_tensorflow_quietly,
+    write_file_atomically,
+)
 from npu_adapter.cli.convert_targets import add_target_arguments, run_conversion_target
-from npu_adapter.errors import NpuConfigError
 
 __all__ = ["add_convert_command"]
 
 
 def _run_convert(args):
-    import os
-
+    if args.to != "pb":  # --to om / savedmodel: npu_adapter/cli/convert_targets.py
+        import_tensorflow_quietly(getattr(args, "verbose", False))
+        return run_conversion_target(args)
+    check_output_file(args.out, (".pb", ".pbtxt"))
+    import_tensorflow_quietly(getattr(args, "verbose", False))
     from npu_adapter import model_io
     from npu_adapter.api import rewrite
     from npu_adapter.graph.serialize import to_bytes, to_text
 
-    if args.to != "pb":  # --to om / savedmodel: npu_adapter/cli/convert_targets.py
-        return run_conversion_target(args)
-    if not args.out.endswith((".pb", ".pbtxt")):
-        raise NpuConfigError("--out", args.out, "a file name ending in .pb or .pbtxt")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config = config_from_args(args)
@@ -36,10 +42,7 @@ def _run_convert(args):
                      backend=backend)
     data = to_text(result.graph_def).encode() if args.out.endswith(".pbtxt") else \
         to_bytes(result.graph_def)
-    tmp = args.out + ".tmp"
-    with open(tmp, "wb") as f:  # write-then-rename: never a half-written model file
-        f.write(data)
-    os.replace(tmp, args.out)
+    write_file_atomically(args.out, data)
     sys.stdout.write(f"{args.out}\n  {len(result.clusters)} cluster(s): "
                      + ", ".join(f"{c.name} ({c.size} nodes)" for c in result.clusters) + "\n")
     for name, mapped in sorted(result.tensor_map.items()):

@@ -3,8 +3,15 @@
 import sys
 import warnings
 
-from npu_adapter.cli.common import EXIT_OK, PROG, common_parent, config_from_args, progress_printer
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.cli.common import (
+    EXIT_OK,
+    PROG,
+    OutputDirectory,
+    common_parent,
+    config_from_args,
+    import_tensorflow_quietly,
+    progress_printer,
+)
 
 __all__ = ["add_inspect_command"]
 
@@ -12,12 +19,12 @@ __all__ = ["add_inspect_command"]
 def _run_inspect(args):
     import os
 
+    out_dir = args.out
+    output = OutputDirectory(out_dir)  # checks --out before any work
+    import_tensorflow_quietly(getattr(args, "verbose", False))
     from npu_adapter import model_io
     from npu_adapter.report import dump_graphs
 
-    out_dir = args.out
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise NpuConfigError("--out", out_dir, "a directory", detail="a file of that name exists")
     show = args.progress or (sys.stderr.isatty() and not args.quiet)
     say = progress_printer(show and not args.quiet)
     with warnings.catch_warnings(record=True) as caught:
@@ -34,11 +41,14 @@ def _run_inspect(args):
     if fetches is None and feeds is None and args.target is None:
         fetches, feeds = model.fetches or None, model.feeds or None
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"
-    outcome = dump_graphs(model, config, out_dir, fetches=fetches, feeds=feeds,
-                          targets=args.target, backend=backend, run_name=args.run_name,
-                          html=not args.no_html, dot=not args.no_drawings,
-                          tensorboard=not args.no_tensorboard, renderer=args.renderer,
-                          timings=args.timings, progress=say, model_name=model.name)
+    # Written into a temporary sibling and put in place only when complete: a run that fails
+    # half-way never leaves a tree in --out that looks like a finished one.
+    with output as work_dir:
+        outcome = dump_graphs(model, config, work_dir, fetches=fetches, feeds=feeds,
+                              targets=args.target, backend=backend, run_name=args.run_name,
+                              html=not args.no_html, dot=not args.no_drawings,
+                              tensorboard=not args.no_tensorboard, renderer=args.renderer,
+                              timings=args.timings, progress=say, model_name=model.name)
     summary = outcome.report["summary"]
     out = sys.stdout
     main_file = "report.html" if not args.no_html else "placement.json"

@@ -2,9 +2,9 @@
 
 A script configures the adapter through a ``custom_optimizers`` entry named ``NpuOptimizer`` in its
 ``ConfigProto``; the entry's ``parameter_map`` maps option names to ``AttrValue``s. ``NpuConfig``
-reads that map (or a plain dict), checks every value and combination the original checks (spec
-§3; see :mod:`~npu_adapter.config.options` and :mod:`~npu_adapter.config.rules`), and exposes one
-typed attribute per option, named as the key.
+reads that map (or a plain dict), checks every value and combination the original checks
+(docs/options.md; see :mod:`~npu_adapter.config.options` and :mod:`~npu_adapter.config.rules`),
+and exposes one typed attribute per option, named as the key.
 
 The object is immutable and compares by ``present`` plus the explicitly given entries, so the
 same options give equal (and equally hashed) configs however they were written. TensorFlow
@@ -20,6 +20,7 @@ from npu_adapter.config.options import (
     OUR_PREFIX,
     suggest_option,
 )
+from npu_adapter.config.parsers import check_int64, check_text
 from npu_adapter.config.rules import apply_rules
 from npu_adapter.config.warnings import warn_once
 from npu_adapter.errors import NpuConfigError
@@ -72,11 +73,11 @@ def _passthrough_from_python(key, value):
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, int):
-        return ("i", value)
+        return ("i", check_int64(key, value))
     if isinstance(value, float):
         return ("f", value)
     if isinstance(value, str):
-        return ("s", value.encode("utf-8"))
+        return ("s", check_text(key, value).encode("utf-8"))
     if isinstance(value, bytes):
         return ("s", value)
     raise NpuConfigError(key, value, "a bool, int, float, str, bytes or AttrValue",
@@ -118,14 +119,14 @@ def _python_value(spec, value):
     if kind == "b" and isinstance(value, bool):
         return value
     if kind == "i" and isinstance(value, int) and not isinstance(value, bool):
-        return int(value)
+        return check_int64(spec.name, int(value))
     if kind == "i" and not isinstance(value, (bool, str, bytes, float)):
         try:  # numpy integers and other index-like types
-            return value.__index__()
+            return check_int64(spec.name, value.__index__())
         except (AttributeError, TypeError):
             pass
     if kind == "s" and isinstance(value, str):
-        return value
+        return check_text(spec.name, value)
     if kind == "s" and isinstance(value, bytes):
         return _decode(spec.name, value)
     if kind == "f" and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -244,6 +245,7 @@ class NpuConfig:
         for key, value in options.items():
             if not isinstance(key, str):
                 raise NpuConfigError(repr(key), value, "option names are strings")
+            check_text("option name", key)
             if value is None:
                 continue  # NPURunConfig style: None means "not given"
             spec = OPTIONS_BY_NAME.get(key)

@@ -1,7 +1,8 @@
 """The option table: one :class:`OptionSpec` per ``NpuOptimizer`` ``parameter_map`` key.
 
-Sources: spec §3 (keys, AttrValue field, defaults, checks and their severity in the original),
-§7.5 (NPURunConfig), seeds 001/004 §7.1 (documentation, deprecations). ``default`` is what the
+How the original reads and checks each key (AttrValue field, default, severity) and the formats
+are described in ``docs/options.md``; the descriptions follow CANN's TensorFlow online-inference
+and training guides (session configuration options). ``default`` is what the
 original uses when the key is absent; ``None`` means "unset without a default" (the original
 passes nothing on). Per-option checks live here as ``validator``; checks that involve several
 options live in :mod:`npu_adapter.config.rules`.
@@ -11,10 +12,10 @@ status, ``"F"`` aborts the process (``LOG(FATAL)``), ``"W"`` warns and fixes the
 :class:`~npu_adapter.errors.NpuConfigError` for both E and F.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Tuple
 
-from npu_adapter.config import parsers
+from npu_adapter.config import files, parsers
 from npu_adapter.config.warnings import NpuAdapterWarning, user_stacklevel
 from npu_adapter.errors import NpuConfigError
 
@@ -48,7 +49,7 @@ CATEGORIES = ("partition", "dynamic_shape", "precision", "memory_runtime", "debu
 
 INPUT_FUSION_SIZE_MAX = 32 * 1024 * 1024
 
-# Spec §3.5: what the original passes to GE when profiling_mode is on and profiling_options empty.
+# What the original passes to GE when profiling_mode is on and profiling_options is empty.
 PROFILING_DEFAULT_OPTIONS = (
     '{"output":"./","training_trace":"on","task_time":"on","hccl":"on","aicpu":"on",'
     '"aic_metrics":"PipeUtilization","msproftx":"off"}'
@@ -212,16 +213,17 @@ _PRECISION_MODES_V2 = ("fp16", "origin", "cube_fp16in_fp32out", "mixed_float16",
 _P, _D, _PR, _M, _G = "partition", "dynamic_shape", "precision", "memory_runtime", "debug"
 
 _SPECS = [
-    # ---- §3.1 pass / partition control
+    # ---- pass / partition control
     _opt("use_off_line", "b", True, _P, "false: the partition and data-preprocessing passes skip"),
     _opt("mix_compile_mode", "b", False, _P,
          "mixed computing: unsupported ops stay on the host, several GeOps per graph",
          allowed="bool; True requires iterations_per_loop == 1", severity="E"),
     _opt("iterations_per_loop", "i", 1, _P, "device-side loop count per session.run",
          allowed="an integer >= 1", severity="F", validator=_at_least(1)),
+    # Read by the original like any other option (CANN's guide lists it among the options to be
+    # retired in a later release): no deprecation warning.
     _opt("enable_data_pre_proc", "b", False, _P,
-         "sink the dataset (GetNext) to the device; pass key enable_dp",
-         deprecated=True, deprecation_hint="getnext sinking is decided per dataset now"),
+         "sink the dataset (GetNext) to the device; pass key enable_dp"),
     _opt("job", "s", "localhost", _P,
          "job name of this process; ps/default make every pass inert "
          "(default 'default' when there is no NpuOptimizer entry)"),
@@ -249,7 +251,7 @@ _SPECS = [
     _opt("graph_max_parallel_model_num", "i", 1, _P,
          "number of parallel executions of each graph (inference)",
          allowed="an integer >= 1", severity="E", validator=_at_least(1)),
-    # ---- §3.2 dynamic shape
+    # ---- dynamic shape
     _opt("dynamic_input", "b", False, _D, "session-level dynamic input switch",
          deprecated=True, deprecation_hint=_DEPRECATED_DYNAMIC),
     _opt("dynamic_graph_execute_mode", "s", "dynamic_execute", _D,
@@ -283,7 +285,7 @@ _SPECS = [
          choices=("true", "false", "auto"), severity="E"),
     _opt("ac_parallel_enable", "s", "", _D, "run AI CPU and AI Core ops in parallel ('1')"),
     _opt("all_tensor_not_empty", "b", False, _D, "promise that no tensor is empty"),
-    # ---- §3.3 precision / operator selection
+    # ---- precision / operator selection
     _opt("precision_mode", "s", None, _PR, "operator precision mode (exclusive with _v2)",
          choices=_PRECISION_MODES, severity="E"),
     _opt("precision_mode_v2", "s", None, _PR, "operator precision mode, new names",
@@ -297,11 +299,12 @@ _SPECS = [
          severity="F", deprecated=True, deprecation_hint="use op_precision_mode"),
     _opt("optypelist_for_implmode", "s", "", _PR, "op types op_select_implmode applies to",
          allowed="op types, comma-separated; requires op_select_implmode", severity="F",
-         deprecated=True, deprecation_hint="use op_precision_mode"),
+         deprecated=True, deprecation_hint="use op_precision_mode",
+         validator=_parsed_when_non_empty(files.parse_op_type_list)),
     _opt("customize_dtypes", "s", "", _PR, "file with per-op dtype overrides"),
     _opt("fusion_switch_file", "s", "", _PR, "file switching fusion passes on/off"),
     _opt("enable_scope_fusion_passes", "s", "", _PR, "scope fusion passes to enable"),
-    _opt("buffer_optimize", "s", "l2_optimize", _PR, "buffer (L2) optimisation",
+    _opt("buffer_optimize", "s", "l2_optimize", _M, "buffer (L2) optimisation",
          choices=("l2_optimize", "off_optimize"), severity="F"),
     _opt("enable_small_channel", "i", 0, _PR, "small-channel convolution optimisation"),
     _opt("enable_compress_weight", "b", False, _PR, "compress all weights",
@@ -315,10 +318,10 @@ _SPECS = [
     _opt("optimization_switch", "s", "", _PR, "GE pass switches (forbidden_close_pass:on added)"),
     _opt("topo_sorting_mode", "i", None, _PR, "GE topological sorting mode"),
     _opt("insert_op_file", "s", "", _PR, "AIPP configuration file"),
-    _opt("auto_multistream_parallel_mode", "s", "", _PR, "automatic multi-stream parallelism"),
-    _opt("aicore_num", "s", "", _PR, "number of AI cores to use"),
-    _opt("auto_tune_mode", "s", "", _PR, "legacy auto tuning mode"),
-    # ---- §3.4 memory / runtime
+    _opt("auto_multistream_parallel_mode", "s", "", _M, "automatic multi-stream parallelism"),
+    _opt("aicore_num", "s", "", _M, "number of AI cores to use"),
+    _opt("auto_tune_mode", "s", "", _G, "legacy auto tuning mode"),
+    # ---- memory / runtime
     _opt("graph_run_mode", "i", 1, _M, "0: online inference, 1: training",
          choices=(0, 1), severity="F"),
     _opt("hcom_parallel", "b", True, _M, "overlap AllReduce with computation"),
@@ -372,7 +375,7 @@ _SPECS = [
          allowed="'type|mode[|ratio]', type fast/fast1, mode step (ratio 0.2..0.9) or loss "
                  "(ratio 1.01..1.5)", severity="E",
          validator=_parsed_when_non_empty(parsers.parse_accelerate_train_mode)),
-    # ---- §3.5 debug / dump / profiling / tuning
+    # ---- debug / dump / profiling / tuning
     _opt("enable_dump", "b", False, _G, "data dump; requires dump_path", severity="E"),
     _opt("enable_dump_debug", "b", False, _G, "overflow dump; requires dump_path", severity="E"),
     _opt("dump_path", "s", "", _G, "dump directory (stored as its realpath when dumping)",
@@ -397,7 +400,9 @@ _SPECS = [
     _opt("op_compiler_cache_mode", "s", "", _G, "operator compile cache mode"),
     _opt("op_compiler_cache_dir", "s", "", _G, "operator compile cache directory"),
     _opt("profiling_mode", "b", False, _G, "profiling; empty profiling_options get a default"),
-    _opt("profiling_options", "s", "", _G, "profiling options (JSON)"),
+    _opt("profiling_options", "s", "", _G, "profiling options (JSON)",
+         allowed='a JSON object, e.g. {"output": "/tmp/profiling", "training_trace": "on"}',
+         validator=_parsed_when_non_empty(files.parse_profiling_options)),
     _opt("aoe_mode", "s", None, _G, "AOE tuning mode; falls back to env AOE_MODE",
          choices=("", "1", "2", "4"), allowed="'1', '2' or '4'", severity="E"),
     _opt("work_path", "s", "./", _G, "AOE working directory (checked when AOE is on)",
@@ -449,6 +454,19 @@ _SPECS = [
          allowed="a registered backend name", validator=_check_backend,
          ours=True, stamped=False),
 ]
+
+def _with_path_check(spec):
+    """``spec`` whose validator also rejects a NUL character in the path."""
+    inner = spec.validator
+
+    def check(name, value):
+        files.check_path_text(name, value)
+        return inner(name, value) if inner is not None else value
+
+    return replace(spec, validator=check)
+
+
+_SPECS = [_with_path_check(spec) if spec.name in files.PATH_OPTIONS else spec for spec in _SPECS]
 
 OPTION_SPECS = tuple(sorted(_SPECS, key=lambda spec: spec.name))
 """Every option, sorted by name."""

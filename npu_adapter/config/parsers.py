@@ -13,13 +13,18 @@ import re
 from typing import NamedTuple, Tuple
 
 from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import excerpt as _q
 
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
     "MAX_DUMP_STEP_SETS",
     "MAX_GEARS",
     "MIN_GEARS",
     "AccelerateTrainMode",
     "DimsTrio",
+    "check_int64",
+    "check_text",
     "parse_accelerate_train_mode",
     "parse_dump_step",
     "parse_dynamic_dims",
@@ -33,6 +38,8 @@ __all__ = [
     "validate_dims_trio",
 ]
 
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 MIN_GEARS = 2
 MAX_GEARS = 100
 MAX_DUMP_STEP_SETS = 100
@@ -41,9 +48,42 @@ MAX_DUMP_STEP_SETS = 100
 # start with "_" because the original's regex is `\w+`.
 _NODE_NAME_RE = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*\Z")
 _INPUT_NAME_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.\-/>]*\Z")
-_TENSOR_NAME_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.\-/>]*(:\d+)?\Z")
-_INT_RE = re.compile(r"[+-]?\d+\Z")
-_DIGITS_RE = re.compile(r"\d+\Z")
+_TENSOR_NAME_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.\-/>]*(:[0-9]+)?\Z")
+# ASCII digits only: Python's \d and int() also take other scripts' digits ("١", "２"), which
+# the original's parsers (and GE) do not.
+_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
+_DIGITS_RE = re.compile(r"[0-9]+\Z")
+_FLOAT_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+
+
+def check_text(option, text):
+    """``text`` unchanged if it is a str that encodes as UTF-8, else an ``NpuConfigError``.
+
+    A str read from a command line or a file name with bytes that are not UTF-8 holds lone
+    surrogates (``"\\udcff"``); protobuf and TensorFlow cannot store it, so it is rejected when
+    the option is set rather than when the graph is rewritten.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NpuConfigError(
+            option, text, "text that is valid UTF-8",
+            detail=f"{exc.object[exc.start]!r} at offset {exc.start} stands for bytes that are "
+                   "not UTF-8, e.g. in a command-line argument or a file name") from None
+    return text
+
+
+def check_int64(option, value, what="an integer", detail=None):
+    """``value`` unless it is outside the int64 range TensorFlow and GE store integers in.
+
+    ``detail`` may be a callable, called only when the value is out of range (error texts that
+    quote a long option value must not be formatted for every value that is fine).
+    """
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise NpuConfigError(option, value, f"{what} in the int64 range "
+                             f"[{INT64_MIN}, {INT64_MAX}]",
+                             detail=detail() if callable(detail) else detail)
+    return value
 
 
 def _text(option, text):
@@ -55,7 +95,7 @@ def _text(option, text):
             raise NpuConfigError(option, text, "UTF-8 text", detail=str(exc)) from None
     if not isinstance(text, str):
         raise NpuConfigError(option, text, "a string", detail=f"got {type(text).__name__}")
-    return text
+    return check_text(option, text)
 
 
 def _getline_split(text, sep):
@@ -68,12 +108,12 @@ def _getline_split(text, sep):
 def _int(option, fragment, whole, what="an integer"):
     token = fragment.strip()
     if not _INT_RE.match(token):
-        raise NpuConfigError(option, fragment, what, detail=f"in {whole!r}")
-    return int(token)
+        raise NpuConfigError(option, fragment, what, detail=f"in {_q(whole)}")
+    return check_int64(option, int(token), what, detail=lambda: f"in {_q(whole)}")
 
 
 # --------------------------------------------------------------------------------------------
-# input_shape / dynamic_dims / dynamic_node_type (spec §3.2, §4.1)
+# input_shape / dynamic_dims / dynamic_node_type (docs/options.md, "Value formats")
 
 
 def parse_input_shape(text):
@@ -94,34 +134,34 @@ def parse_input_shape(text):
     for entry in _getline_split(text, ";"):
         if not entry.strip():
             raise NpuConfigError(option, entry, "a non-empty 'name:dims' entry",
-                                 detail=f"empty entry in {text!r}")
+                                 detail=f"empty entry in {_q(text)}")
         if entry.count(":") != 1:
             raise NpuConfigError(option, entry, "'name:d1,d2,...' with exactly one ':'",
-                                 detail=f"in {text!r}")
+                                 detail=f"in {_q(text)}")
         name, dims_text = (part.strip() for part in entry.split(":"))
         if not name:
             raise NpuConfigError(option, entry, "a non-empty input name before ':'",
-                                 detail=f"in {text!r}")
+                                 detail=f"in {_q(text)}")
         if not _INPUT_NAME_RE.match(name):
             raise NpuConfigError(option, name, "an input node name ([A-Za-z0-9_./-])",
-                                 detail=f"in {text!r}")
+                                 detail=f"in {_q(text)}")
         if name in seen:
             raise NpuConfigError(option, name, "each input listed once",
-                                 detail=f"duplicate name in {text!r}")
+                                 detail=f"duplicate name in {_q(text)}")
         seen.add(name)
         if not dims_text:
             raise NpuConfigError(option, entry, "at least one dim after ':' (scalar: 'name:0')",
-                                 detail=f"in {text!r}")
+                                 detail=f"in {_q(text)}")
         dims = []
         for dim_text in dims_text.split(","):
             if not dim_text.strip():
                 raise NpuConfigError(option, entry, "comma-separated integer dims",
-                                     detail=f"empty dim in {text!r}")
+                                     detail=f"empty dim in {_q(text)}")
             dim = _int(option, dim_text, text, "an integer dim >= -1")
             if dim < -1:
                 raise NpuConfigError(option, dim_text.strip(),
                                      "a dim >= 0, or -1 for a dynamic dim",
-                                     detail=f"in entry {entry!r}")
+                                     detail=f"in entry {_q(entry)}")
             dims.append(dim)
         result.append((name, () if dims == [0] else tuple(dims)))
     return result
@@ -143,17 +183,18 @@ def parse_dynamic_dims(text, dynamic_count=None):
     for gear_text in _getline_split(text, ";"):
         if not gear_text.strip():
             raise NpuConfigError(option, gear_text, "a non-empty gear",
-                                 detail=f"empty gear in {text!r}")
+                                 detail=f"empty gear in {_q(text)}")
         gear = []
         for dim_text in gear_text.split(","):
             token = dim_text.strip()
             if not _DIGITS_RE.match(token):
                 raise NpuConfigError(option, dim_text, "a positive integer dim",
-                                     detail=f"in gear {gear_text!r} of {text!r}")
-            value = int(token)
+                                     detail=f"in gear {_q(gear_text)} of {_q(text)}")
+            value = check_int64(option, int(token), "a positive integer dim",
+                                detail=lambda g=gear_text: f"in gear {_q(g)} of {_q(text)}")
             if value < 1:
                 raise NpuConfigError(option, dim_text, "a positive integer dim",
-                                     detail=f"in gear {gear_text!r} of {text!r}")
+                                     detail=f"in gear {_q(gear_text)} of {_q(text)}")
             gear.append(value)
         gear = tuple(gear)
         if dynamic_count is not None and len(gear) != dynamic_count:
@@ -163,16 +204,20 @@ def parse_dynamic_dims(text, dynamic_count=None):
                 detail=f"gear has {len(gear)} value(s)")
         if gear in gears:
             raise NpuConfigError(option, gear_text, "distinct gears",
-                                 detail=f"duplicate gear in {text!r}")
+                                 detail=f"duplicate gear in {_q(text)}")
         gears.append(gear)
     if not MIN_GEARS <= len(gears) <= MAX_GEARS:
+        hint = ""
+        if len(gears) == 1 and len(gears[0]) > 1:
+            hint = ("; gears are separated by ';' and the dims of one gear by ',': "
+                    f"{_q(text.replace(',', ';'))} is {len(gears[0])} gears of one dim each")
         raise NpuConfigError(option, text, f"between {MIN_GEARS} and {MAX_GEARS} gears",
-                             detail=f"got {len(gears)}")
+                             detail=f"got {len(gears)}{hint}")
     return gears
 
 
 class DimsTrio(NamedTuple):
-    """The parsed whole-graph dynamic-dims configuration (spec §4.1)."""
+    """The parsed whole-graph dynamic-dims configuration (docs/options.md)."""
 
     inputs: Tuple[Tuple[str, Tuple[int, ...]], ...]
     """``(name, dims)`` per input, in the (alphabetical) order given."""
@@ -186,8 +231,9 @@ def validate_dims_trio(input_shape, dynamic_dims, dynamic_node_type):
     """Parse and cross-check ``input_shape``, ``dynamic_dims`` and ``dynamic_node_type``.
 
     Checks, on top of the two parsers: names in ``input_shape`` follow the alphabetical order of
-    the real input names (seed 004 §5.6; the adapter assigns entries positionally to name-sorted
-    inputs, so any other order silently mismatches), ``input_shape`` has at least one ``-1``,
+    the real input names (CANN's online-inference guide, dynamic dims; the adapter assigns
+    entries positionally to name-sorted inputs, so any other order silently mismatches),
+    ``input_shape`` has at least one ``-1``,
     every gear has one value per ``-1``, and ``dynamic_node_type`` is 0 or 1.
     Returns a :class:`DimsTrio`.
     """
@@ -211,7 +257,7 @@ def validate_dims_trio(input_shape, dynamic_dims, dynamic_node_type):
 
 
 # --------------------------------------------------------------------------------------------
-# dynamic_inputs_shape_range (spec §2.3, §4.3)
+# dynamic_inputs_shape_range (docs/options.md)
 
 _RANGE_TAGS = ("data", "getnext")
 
@@ -235,11 +281,11 @@ def parse_shape_range(text, enable_dp):
     for entry in entries:
         if entry.count(":") != 1:
             raise NpuConfigError(option, entry, "'data:<shapes>' or 'getnext:<shapes>' "
-                                 "with exactly one ':'", detail=f"in {text!r}")
+                                 "with exactly one ':'", detail=f"in {_q(text)}")
         tag = entry.split(":")[0].strip()
         if tag not in _RANGE_TAGS:
             raise NpuConfigError(option, tag, "the tag 'data' or 'getnext'",
-                                 detail=f"in entry {entry!r}")
+                                 detail=f"in entry {_q(entry)}")
     if len(entries) > 2:
         raise NpuConfigError(option, text, "one or two entries",
                              detail=f"got {len(entries)}")
@@ -249,7 +295,7 @@ def parse_shape_range(text, enable_dp):
         return ("", parts[0]) if enable_dp else (parts[0], "")
     tags = [entry.split(":")[0].strip() for entry in entries]
     if tags[0] == tags[1]:
-        raise NpuConfigError(option, tags[0], "each tag at most once", detail=f"in {text!r}")
+        raise NpuConfigError(option, tags[0], "each tag at most once", detail=f"in {_q(text)}")
     data_part, getnext_part = parts
     if enable_dp:
         return data_part, getnext_part
@@ -259,24 +305,28 @@ def parse_shape_range(text, enable_dp):
 def _parse_range_dim(fragment, group, whole):
     option = "dynamic_inputs_shape_range"
     token = fragment.strip()
-    detail = f"in {group!r} of {whole!r}"
+
+    def detail():  # only on errors: formatting the whole text per dim made parsing quadratic
+        return f"in {_q(group)} of {_q(whole)}"
+
     if "~" in token:
         low_text, _, high_text = token.partition("~")
         if not _DIGITS_RE.match(low_text.strip()):
-            raise NpuConfigError(option, fragment, "'min~max' with min >= 0", detail=detail)
-        low = int(low_text.strip())
+            raise NpuConfigError(option, fragment, "'min~max' with min >= 0", detail=detail())
+        low = check_int64(option, int(low_text.strip()), "'min~max' with min >= 0",
+                          detail=detail)
         high = _int(option, high_text, whole, "'min~max' with an integer max (-1: unbounded)")
         if high == -1:
             return (low, None)
         if high < low:
-            raise NpuConfigError(option, fragment, "'min~max' with min <= max", detail=detail)
+            raise NpuConfigError(option, fragment, "'min~max' with min <= max", detail=detail())
         return (low, high)
     value = _int(option, token if token else fragment, whole,
                  "a dim: N, min~max, or -1 for unbounded")
     if value == -1:
         return (1, None)
     if value < 0:
-        raise NpuConfigError(option, fragment, "a dim >= 0, min~max, or -1", detail=detail)
+        raise NpuConfigError(option, fragment, "a dim >= 0, min~max, or -1", detail=detail())
     return (value, value)
 
 
@@ -304,12 +354,12 @@ def parse_shape_range_list(text):
     while True:
         if text[pos] != "[":
             raise NpuConfigError(option, text[pos:pos + 10], "'[' to open a shape",
-                                 detail=f"at offset {pos} of {text!r}")
+                                 detail=f"at offset {pos} of {_q(text)}")
         close = text.find("]", pos)
         nested = text.find("[", pos + 1)
         if close == -1 or (nested != -1 and nested < close):
             raise NpuConfigError(option, text[pos:], "a shape closed by ']' (no nesting)",
-                                 detail=f"unbalanced brackets at offset {pos} of {text!r}")
+                                 detail=f"unbalanced brackets at offset {pos} of {_q(text)}")
         group = text[pos:close + 1]
         content = text[pos + 1:close]
         if content.strip():
@@ -317,7 +367,7 @@ def parse_shape_range_list(text):
             for fragment in content.split(","):
                 if not fragment.strip():
                     raise NpuConfigError(option, group, "comma-separated dims",
-                                         detail=f"empty dim in {text!r}")
+                                         detail=f"empty dim in {_q(text)}")
                 dims.append(_parse_range_dim(fragment, group, text))
             groups.append(dims)
         else:
@@ -327,7 +377,7 @@ def parse_shape_range_list(text):
             return groups
         if text[pos] != ",":
             raise NpuConfigError(option, text[pos:pos + 10], "',' between shapes",
-                                 detail=f"at offset {pos} of {text!r}")
+                                 detail=f"at offset {pos} of {_q(text)}")
         pos = skip_ws(pos + 1)
         if pos == length:
             raise NpuConfigError(option, text, "a shape after ','",
@@ -335,7 +385,7 @@ def parse_shape_range_list(text):
 
 
 # --------------------------------------------------------------------------------------------
-# in_out_pair (spec §2.5)
+# in_out_pair (docs/options.md)
 
 _IOP_ALLOWED = "the str() of a list of [in_nodes, out_nodes] pairs, e.g. \"[[['in'], ['out']]]\""
 _IOP_DELIMS = "[],"
@@ -350,7 +400,7 @@ class _Token(NamedTuple):
 
 def _iop_error(text, fragment, pos, problem):
     return NpuConfigError("in_out_pair", fragment, _IOP_ALLOWED,
-                          detail=f"at offset {pos} of {text!r}: {problem}")
+                          detail=f"at offset {pos} of {_q(text)}: {problem}")
 
 
 def _tokenize_in_out_pair(text):
@@ -508,7 +558,7 @@ def parse_in_out_pair(text):
 def parse_dump_step(text):
     """Parse ``dump_step`` (``"0|5|10-20"``) into ``[(first, last), ...]`` (inclusive).
 
-    At most :data:`MAX_DUMP_STEP_SETS` sets, each ``N`` or ``N-M`` with ``N < M`` (spec §3.5).
+    At most :data:`MAX_DUMP_STEP_SETS` sets, each ``N`` or ``N-M`` with ``N < M`` (docs/options.md).
     """
     option = "dump_step"
     text = _text(option, text)
@@ -522,14 +572,14 @@ def parse_dump_step(text):
         first, dash, last = token.partition("-")
         if not _DIGITS_RE.match(first) or (dash and not _DIGITS_RE.match(last)):
             raise NpuConfigError(option, item, "'N' or 'N-M' (digits), e.g. '0|5|10-20'",
-                                 detail=f"in {text!r}")
-        if dash:
-            if int(first) >= int(last):
-                raise NpuConfigError(option, item, "a range 'N-M' with N < M",
-                                     detail=f"in {text!r}")
-            result.append((int(first), int(last)))
-        else:
-            result.append((int(first), int(first)))
+                                 detail=f"in {_q(text)}")
+        low = check_int64(option, int(first), "a step number", detail=f"in {_q(text)}")
+        high = check_int64(option, int(last), "a step number",
+                           detail=f"in {_q(text)}") if dash else low
+        if dash and low >= high:
+            raise NpuConfigError(option, item, "a range 'N-M' with N < M",
+                                 detail=f"in {_q(text)}")
+        result.append((low, high))
     return result
 
 
@@ -541,21 +591,24 @@ def parse_local_device_list(text):
     for item in text.split(","):
         if not _DIGITS_RE.match(item):
             raise NpuConfigError(option, item, "comma-separated device ids, e.g. '1,2,3'",
-                                 detail=f"in {text!r}")
-        devices.append(int(item))
+                                 detail=f"in {_q(text)}")
+        devices.append(check_int64(option, int(item), "a device id", detail=f"in {_q(text)}"))
     return devices
 
 
 def _parse_number(option, fragment, whole):
     token = fragment.strip()
     if _INT_RE.match(token):
-        return int(token)
+        return check_int64(option, int(token), "a number", detail=f"in {_q(whole)}")
     try:
         value = float(token)
     except ValueError:
-        raise NpuConfigError(option, fragment, "a number", detail=f"in {whole!r}") from None
+        value = None
+    if value is None or (math.isfinite(value) and not _FLOAT_RE.match(token)):
+        raise NpuConfigError(option, fragment, "a number written with ASCII digits",
+                             detail=f"in {_q(whole)}")
     if not math.isfinite(value):
-        raise NpuConfigError(option, fragment, "a finite number", detail=f"in {whole!r}")
+        raise NpuConfigError(option, fragment, "a finite number", detail=f"in {_q(whole)}")
     return value
 
 
@@ -576,11 +629,11 @@ def parse_gear_pad_values(text):
         name = name.strip()
         if not colon or not name:
             raise NpuConfigError(option, entry, "'name:value' entries separated by ';'",
-                                 detail=f"in {text!r}")
+                                 detail=f"in {_q(text)}")
         if not _TENSOR_NAME_RE.match(name):
-            raise NpuConfigError(option, name, "an input or tensor name", detail=f"in {text!r}")
+            raise NpuConfigError(option, name, "an input or tensor name", detail=f"in {_q(text)}")
         if name in result:
-            raise NpuConfigError(option, name, "each name listed once", detail=f"in {text!r}")
+            raise NpuConfigError(option, name, "each name listed once", detail=f"in {_q(text)}")
         result[name] = _parse_number(option, value_text, text)
     return result
 
@@ -602,27 +655,28 @@ def parse_gear_unpad(text):
         name = name.strip()
         if not colon or not name or not dims_text.strip():
             raise NpuConfigError(option, entry, "'tensor_name:dim[,dim...]' entries "
-                                 "separated by ';'", detail=f"in {text!r}")
+                                 "separated by ';'", detail=f"in {_q(text)}")
         if not _TENSOR_NAME_RE.match(name):
-            raise NpuConfigError(option, name, "an output tensor name", detail=f"in {text!r}")
+            raise NpuConfigError(option, name, "an output tensor name", detail=f"in {_q(text)}")
         if name in result:
-            raise NpuConfigError(option, name, "each tensor listed once", detail=f"in {text!r}")
+            raise NpuConfigError(option, name, "each tensor listed once", detail=f"in {_q(text)}")
         dims = []
         for dim_text in dims_text.split(","):
             if not _DIGITS_RE.match(dim_text.strip()):
                 raise NpuConfigError(option, dim_text, "a non-negative axis index",
-                                     detail=f"in entry {entry!r}")
-            dim = int(dim_text.strip())
+                                     detail=f"in entry {_q(entry)}")
+            dim = check_int64(option, int(dim_text.strip()), "an axis index",
+                              detail=f"in entry {_q(entry)}")
             if dim in dims:
                 raise NpuConfigError(option, dim_text, "distinct axes",
-                                     detail=f"in entry {entry!r}")
+                                     detail=f"in entry {_q(entry)}")
             dims.append(dim)
         result[name] = tuple(dims)
     return result
 
 
 class AccelerateTrainMode(NamedTuple):
-    """Parsed ``experimental_accelerate_train_mode`` (spec §3.4)."""
+    """Parsed ``experimental_accelerate_train_mode`` (docs/options.md)."""
 
     type: str
     """``fast`` or ``fast1``."""
@@ -649,18 +703,17 @@ def parse_accelerate_train_mode(text):
         raise NpuConfigError(option, text, "'type|mode' or 'type|mode|ratio', e.g. 'fast|step|0.9'")
     kind, mode = fields[0].strip(), fields[1].strip()
     if kind not in ("fast", "fast1"):
-        raise NpuConfigError(option, fields[0], "type 'fast' or 'fast1'", detail=f"in {text!r}")
+        raise NpuConfigError(option, fields[0], "type 'fast' or 'fast1'", detail=f"in {_q(text)}")
     if mode not in _ACCELERATE_RATIOS:
-        raise NpuConfigError(option, fields[1], "mode 'step' or 'loss'", detail=f"in {text!r}")
+        raise NpuConfigError(option, fields[1], "mode 'step' or 'loss'", detail=f"in {_q(text)}")
     low, high, default = _ACCELERATE_RATIOS[mode]
     ratio = default
     if len(fields) == 3:
-        try:
-            ratio = float(fields[2].strip())
-        except ValueError:
+        if not _FLOAT_RE.match(fields[2].strip()):
             raise NpuConfigError(option, fields[2], f"a ratio in [{low}, {high}] for {mode}",
-                                 detail=f"in {text!r}") from None
+                                 detail=f"in {_q(text)}")
+        ratio = float(fields[2].strip())
         if not low <= ratio <= high:
             raise NpuConfigError(option, fields[2], f"a ratio in [{low}, {high}] for {mode}",
-                                 detail=f"in {text!r}")
+                                 detail=f"in {_q(text)}")
     return AccelerateTrainMode(kind, mode, ratio)

@@ -31,6 +31,7 @@ __all__ = [
     "check_lazy_recompile_iterations",
     "check_mix_single_iteration",
     "check_modify_mixlist",
+    "check_option_files",
     "check_optypelist_needs_implmode",
     "check_precision_modes",
     "check_variable_placement_host",
@@ -70,14 +71,16 @@ def _error(names, view, allowed, detail=None, values=None):
 
 
 def check_precision_modes(view):
-    """``precision_mode`` and ``precision_mode_v2`` are exclusive (spec §3.3, E)."""
+    """``precision_mode`` and ``precision_mode_v2`` are exclusive (original: error;
+    docs/options.md, "Options that go together")."""
     if view.is_set("precision_mode") and view.is_set("precision_mode_v2"):
         raise _error(("precision_mode", "precision_mode_v2"), view,
                      "at most one of precision_mode and precision_mode_v2 (prefer _v2)")
 
 
 def check_modify_mixlist(view):
-    """``modify_mixlist`` needs a mixed precision mode (spec §3.3, E; three messages).
+    """``modify_mixlist`` needs a mixed precision mode (original: error, three messages;
+    docs/options.md).
 
     With ``precision_mode`` set it must be allow_mix_precision(_fp16/_bf16); otherwise, with
     ``precision_mode_v2`` set it must be mixed_float16/mixed_bfloat16/mixed_hif8; with neither,
@@ -104,7 +107,7 @@ def check_modify_mixlist(view):
 
 def check_dims_trio(view):
     """``input_shape``, ``dynamic_dims`` and ``dynamic_node_type`` come all together or not at all
-    (spec §3.2 F, "should use together"); when all are set they must agree (spec §4.1, see
+    (original: abort, "should use together"); when all are set they must agree (docs/options.md; see
     :func:`~npu_adapter.config.parsers.validate_dims_trio`).
     """
     given = [name for name in DIMS_TRIO if view.is_set(name)]
@@ -120,8 +123,8 @@ def check_dims_trio(view):
 
 
 def check_compile_hybrid_mode(view):
-    """``compile_hybrid_mode`` (spec §3.2, E): with the dims trio it must be 0 or 1, and 1 needs
-    ``dynamic_node_type`` 1; without the trio the value 1 is an error.
+    """``compile_hybrid_mode`` (original: error; docs/options.md): with the dims trio it must be
+    0 or 1, and 1 needs ``dynamic_node_type`` 1; without the trio the value 1 is an error.
     """
     if not view.is_set("compile_hybrid_mode"):
         return
@@ -139,9 +142,9 @@ def check_compile_hybrid_mode(view):
 
 
 def check_compile_dynamic_mode(view):
-    """``compile_dynamic_mode`` True cannot be combined with the dims trio (spec §3.2/§4.1; E at
-    run time in the original's GeOp, which we move to configuration time). The other GeOp-time
-    conflict, with ``dynamic_input``, is left to the GeOp because fetch-level
+    """``compile_dynamic_mode`` True cannot be combined with the dims trio (docs/options.md; an
+    error at run time in the original's GeOp, which we move to configuration time). The other
+    GeOp-time conflict, with ``dynamic_input``, is left to the GeOp because fetch-level
     ``set_graph_exec_config`` attributes may override the session's ``dynamic_input``.
     """
     if view.value("compile_dynamic_mode") and all(view.is_set(n) for n in DIMS_TRIO):
@@ -151,21 +154,22 @@ def check_compile_dynamic_mode(view):
 
 
 def check_dims_trio_without_mix(view):
-    """Dynamic dims cannot be used in mixed computing (spec §2.1 step 7, §8.1 #31, F)."""
+    """Dynamic dims cannot be used in mixed computing (original: abort; docs/options.md)."""
     if view.value("input_shape") and view.value("dynamic_dims") and view.value("mix_compile_mode"):
         raise _error(("input_shape", "dynamic_dims", "mix_compile_mode"), view,
                      "dynamic config can not use with mix compile.")
 
 
 def check_in_out_pair_needs_mix(view):
-    """A non-empty ``in_out_pair`` requires ``mix_compile_mode`` (spec §2.5, §8.1 #6, E)."""
+    """A non-empty ``in_out_pair`` requires ``mix_compile_mode`` (original: error;
+    docs/options.md)."""
     if view.value("in_out_pair") and not view.value("mix_compile_mode"):
         raise _error(("in_out_pair", "mix_compile_mode"), view,
                      "mix_compile_mode must be True when use in_out_pair.")
 
 
 def check_mix_single_iteration(view):
-    """``mix_compile_mode`` True requires ``iterations_per_loop`` == 1 (spec §3.1, §7.5: the
+    """``mix_compile_mode`` True requires ``iterations_per_loop`` == 1 (docs/options.md: the
     Python-side NPURunConfig check, which the C++ side does not repeat; we apply it always).
     """
     if view.value("mix_compile_mode") and view.value("iterations_per_loop") != 1:
@@ -174,8 +178,8 @@ def check_mix_single_iteration(view):
 
 
 def check_lazy_recompile_iterations(view):
-    """``dynamic_input`` with ``lazy_recompile`` needs ``iterations_per_loop`` 1 (spec §2.3, §8.1
-    #30, E). The original checks after fetch-level overrides; we check the session values.
+    """``dynamic_input`` with ``lazy_recompile`` needs ``iterations_per_loop`` 1 (original: error;
+    docs/options.md). The original checks after fetch-level overrides; we check the session values.
     """
     iterations = view.value("iterations_per_loop")
     if (view.value("dynamic_input")
@@ -187,8 +191,8 @@ def check_lazy_recompile_iterations(view):
 
 
 def check_variable_placement_host(view):
-    """``variable_placement`` Host requires ``mix_compile_mode`` (documented constraint, seeds
-    001/004 §7.1; the original does not check it and fails later).
+    """``variable_placement`` Host requires ``mix_compile_mode`` (a constraint the product guide
+    states; the original does not check it and fails later; docs/options.md).
     """
     if view.value("variable_placement") == "Host" and not view.value("mix_compile_mode"):
         raise _error(("variable_placement", "mix_compile_mode"), view,
@@ -209,7 +213,7 @@ def _readable_writable_dir(option, path, detail=None):
 
 def check_dump_path(view):
     """``enable_dump``/``enable_dump_debug`` require ``dump_path``, an existing directory with
-    read/write access; it is stored as its realpath (spec §3.5, E).
+    read/write access; it is stored as its realpath (original: error; docs/options.md).
     """
     if not (view.value("enable_dump") or view.value("enable_dump_debug")):
         return None
@@ -222,8 +226,8 @@ def check_dump_path(view):
 
 
 def check_compress_weight(view):
-    """``enable_compress_weight`` and ``compress_weight_conf`` cannot both be given (spec §3.3,
-    F). Like the original, presence counts, whatever the values.
+    """``enable_compress_weight`` and ``compress_weight_conf`` cannot both be given (original:
+    abort; docs/options.md). Like the original, presence counts, whatever the values.
     """
     if view.is_set("enable_compress_weight") and view.is_set("compress_weight_conf"):
         raise _error(("enable_compress_weight", "compress_weight_conf"), view,
@@ -232,7 +236,8 @@ def check_compress_weight(view):
 
 
 def check_optypelist_needs_implmode(view):
-    """``optypelist_for_implmode`` requires ``op_select_implmode`` (spec §3.3, F)."""
+    """``optypelist_for_implmode`` requires ``op_select_implmode`` (original: abort;
+    docs/options.md)."""
     if view.is_set("optypelist_for_implmode") and not view.is_set("op_select_implmode"):
         raise _error(("optypelist_for_implmode", "op_select_implmode"), view,
                      "when use optypelist_for_implmode, op_select_implmode must be set.",
@@ -240,9 +245,9 @@ def check_optypelist_needs_implmode(view):
 
 
 def check_aoe_mode(view):
-    """AOE tuning (spec §3.5): unset ``aoe_mode`` falls back to env ``AOE_MODE``; the value must be
-    '1', '2' or '4' (E); when tuning is on, ``work_path`` (default "./") must be a directory with
-    read/write access (F) and is stored as its realpath.
+    """AOE tuning (docs/options.md): unset ``aoe_mode`` falls back to env ``AOE_MODE``; the value
+    must be '1', '2' or '4' (E); when tuning is on, ``work_path`` (default "./") must be a
+    directory with read/write access (F) and is stored as its realpath.
     """
     if view.is_set("aoe_mode"):
         mode = view.value("aoe_mode")
@@ -261,9 +266,25 @@ def check_aoe_mode(view):
     return {"aoe_mode": mode, "work_path": work_path}
 
 
+def check_option_files(view):
+    """The files named by ``modify_mixlist`` and ``customize_dtypes`` exist and parse (their
+    formats: docs/options.md, "Files"; parsed by :mod:`npu_adapter.precision`, which uses
+    them). The original leaves them
+    to GE, which fails at the first compilation; we check them when the options are read, after
+    the rules about which options go together, so a combination error is reported first.
+    """
+    from npu_adapter.precision.customize import load_customize_dtypes
+    from npu_adapter.precision.mixlist import load_mixlist
+
+    if view.value("modify_mixlist"):
+        load_mixlist(view.value("modify_mixlist"))
+    if view.value("customize_dtypes"):
+        load_customize_dtypes(view.value("customize_dtypes"))
+
+
 def default_profiling_options(view):
     """``profiling_mode`` True with empty ``profiling_options`` uses the original's default JSON
-    (spec §3.5).
+    (docs/options.md).
     """
     if view.value("profiling_mode") and not view.value("profiling_options"):
         return {"profiling_options": PROFILING_DEFAULT_OPTIONS}
@@ -301,6 +322,7 @@ RULES = (
     check_variable_placement_host,
     check_dump_path,
     check_aoe_mode,
+    check_option_files,
     default_profiling_options,
     emulate_precision_from_environment,
 )

@@ -135,6 +135,10 @@ def clusters_from_graph(graph_def):
             continue
         fname = _function_of(node)
         fdef = functions.get(fname)
+        if CLUSTER_GEARS_ATTR in node.attr:
+            # With gears the cluster function is a dispatcher; the cluster's own nodes are
+            # those of each gear's copy (insert_gears names them <function>_gear_<g>).
+            fdef = functions.get(f"{fname}_gear_0", fdef)
         members = ()
         if fdef is not None:
             members = tuple(n.name for n in fdef.node_def
@@ -283,6 +287,9 @@ class RewriteResult:
         pipeline: canonical text of the pipeline that ran.
         timings: list of ``(pass name, seconds)``.
         pass_info: dict pass name → its ``PassResult.info``.
+        aliases: dict user node name → the tensors (or ``^ops``) its alias node in
+            ``graph_def`` reads: the nodes that keep fetched, fed and target names valid after
+            their nodes moved into clusters (:mod:`npu_adapter.graph.aliases`).
     """
 
     graph_def: typing.Any
@@ -296,6 +303,7 @@ class RewriteResult:
     pipeline: str = ""
     timings: list = dataclasses.field(default_factory=list)
     pass_info: dict = dataclasses.field(default_factory=dict)
+    aliases: dict = dataclasses.field(default_factory=dict)
 
     def cluster(self, name):
         """The :class:`ClusterInfo` called ``name`` (KeyError if none)."""

@@ -17,7 +17,7 @@ Either part may be left out. Blank lines and lines starting with ``#`` are skipp
 import dataclasses
 import re
 
-from npu_adapter.errors import PrecisionFileError
+from npu_adapter.errors import NpuConfigError, PrecisionFileError
 
 __all__ = ["CustomizeRule", "CustomizeDtypes", "parse_customize_dtypes",
            "load_customize_dtypes", "DTYPE_NAMES"]
@@ -92,6 +92,15 @@ def _parse_spec(path, number, text, spec):
         raise PrecisionFileError(OPTION, path, number,
                                  f"expected InputDtype:... and/or OutputDtype:... in {text!r}",
                                  _ALLOWED)
+    if match.group("i") is not None and match.group("o") is not None and \
+            not re.search(r",\s*OutputDtype:", spec):
+        raise PrecisionFileError(OPTION, path, number,
+                                 f"',' expected before OutputDtype in {text!r}", _ALLOWED)
+    given = [match.group(g) for g in ("i", "o") if match.group(g) and match.group(g).strip(" ,")]
+    for group, field in (("i", "InputDtype"), ("o", "OutputDtype")):
+        if given and match.group(group) is not None and not match.group(group).strip(" ,"):
+            raise PrecisionFileError(OPTION, path, number, f"empty dtype list after {field} in "
+                                     f"{text!r}", _ALLOWED)
     inputs = _dtypes(path, number, text, match.group("i") or "")
     outputs = _dtypes(path, number, text, match.group("o") or "")
     if not inputs and not outputs:
@@ -134,11 +143,11 @@ def parse_customize_dtypes(text, path="<customize_dtypes>"):
 
 def load_customize_dtypes(path):
     """Read and parse the customize_dtypes file at ``path``."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        problem = getattr(exc, "strerror", None) or str(exc)
-        raise PrecisionFileError(OPTION, path, None, f"cannot be read ({problem})",
-                                 "a readable UTF-8 text file") from None
+    from npu_adapter.config.files import read_text_file
+
+    try:  # the checks every option file gets (NUL, size, UTF-8)
+        text = read_text_file(OPTION, path)
+    except NpuConfigError as exc:
+        raise PrecisionFileError(OPTION, path, None, f"cannot be read ({exc.detail})",
+                                 exc.allowed) from None
     return parse_customize_dtypes(text, path)

@@ -17,7 +17,7 @@ documentation's samples) are ignored. Every problem is a
 import dataclasses
 import re
 
-from npu_adapter.errors import PrecisionFileError
+from npu_adapter.errors import NpuConfigError, PrecisionFileError
 
 __all__ = ["MixlistEdit", "MixlistEdits", "parse_mixlist", "load_mixlist"]
 
@@ -143,11 +143,11 @@ def parse_mixlist(text, path="<modify_mixlist>"):
 
 def load_mixlist(path):
     """Read and parse the mixlist file at ``path``."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        problem = getattr(exc, "strerror", None) or str(exc)
-        raise PrecisionFileError(OPTION, path, None, f"cannot be read ({problem})",
-                                 "a readable UTF-8 JSON file") from None
+    from npu_adapter.config.files import read_text_file
+
+    try:  # the checks every option file gets (NUL, size, UTF-8)
+        text = read_text_file(OPTION, path)
+    except NpuConfigError as exc:
+        raise PrecisionFileError(OPTION, path, None, f"cannot be read ({exc.detail})",
+                                 exc.allowed) from None
     return parse_mixlist(text, path)

@@ -266,7 +266,8 @@ def cluster_drawing(graph_def, report, cluster, limit=DRAW_LIMIT, max_outside=40
     colors = cluster_colors([c["name"] for c in report["clusters"]])
     fill, stroke = colors[cluster["name"]]
     nodes_info = report["nodes"]
-    members = cluster["nodes"]
+    # Only nodes of the user's graph are drawn (a cluster may also list nodes the rewrite made).
+    members = [m for m in cluster["nodes"] if m in nodes_info]
     member_set = set(members)
     collapsed = len(members) > limit
     inner = (collapse_by_scope(members, min(limit, COLLAPSED_LIMIT)) if collapsed

@@ -1,4 +1,4 @@
-"""Run configuration of NPU estimators (``npu_bridge.estimator.npu.npu_config``, spec §7.5).
+"""Run configuration of NPU estimators (``npu_bridge.estimator.npu.npu_config``).
 
 ``NPURunConfig`` subclasses ``tf.estimator.RunConfig`` where ``tf.estimator`` exists (TensorFlow
 2.15). TensorFlow 2.16 removed ``tf.estimator``; there ``NPURunConfig`` derives from
@@ -7,7 +7,7 @@
 so scripts that only build an ``NPURunConfig`` for its session options keep working.
 
 :func:`npu_run_config_options` turns an ``NPURunConfig`` into the ``NpuOptimizer`` options the
-original ``NPUEstimator.__load_graph_optimizers`` writes (spec §7.6), and
+original ``NPUEstimator.__load_graph_optimizers`` writes, and
 :func:`npu_run_config_to_config_proto` into a ``ConfigProto``; both go through
 :class:`npu_adapter.NpuConfig`, the single option model, so every value is validated there.
 
@@ -200,7 +200,7 @@ _PRIVATE_FIELDS = (
 
 
 class NPURunConfig(_RunConfigBase):
-    """``RunConfig`` with the NPU session options (spec §7.5 lists every parameter).
+    """``RunConfig`` with the NPU session options (the original's parameters, in its order).
 
     Checks (as the original): ``iterations_per_loop`` positive int (TypeError/ValueError);
     ``mix_compile_mode`` bool (TypeError) and, when True, ``iterations_per_loop`` 1
@@ -383,9 +383,10 @@ class GraphMemoryOptimizeConfig:
 
 
 class ExperimentalConfig:
-    """Experimental options (seed 003): logical device deployment, graph memory optimisation,
-    graph parallelism, graph compile cache, resource config, ``accelerate_train_mode``
-    (checked like the option ``experimental_accelerate_train_mode``, e.g. ``"fast|step|0.9"``).
+    """Experimental options (CANN's NPURunConfig documentation): logical device deployment,
+    graph memory optimisation, graph parallelism, graph compile cache, resource config,
+    ``accelerate_train_mode`` (checked like the option ``experimental_accelerate_train_mode``,
+    e.g. ``"fast|step|0.9"``).
     """
 
     def __init__(self, logical_device_cluster_deploy_mode="LB", logical_device_id=None,
@@ -436,7 +437,7 @@ class NpuExecutePlacement(Enum):
 
 class DynamicInputConfig:
     """Whole-graph dynamic dims: ``input_shape``, ``dynamic_dims``, ``dynamic_node_type`` and
-    ``compile_hybrid_mode`` (spec §4.1).
+    ``compile_hybrid_mode`` (docs/options.md).
 
     The first three are given together (or all None) and are checked like the session options
     (alphabetical input order, one value per ``-1`` in each gear, 2..100 gears, node type 0/1).
@@ -577,7 +578,7 @@ def _experimental_options(config, options):
 def npu_run_config_options(config):
     """The ``NpuOptimizer`` options NPUEstimator derives from ``config`` (a dict, Python values).
 
-    Follows the original's ``__load_graph_optimizers`` (spec §7.6): always ``use_off_line``
+    Follows the original's ``__load_graph_optimizers``: always ``use_off_line``
     True, ``min_group_size`` and ``enable_reduce_precision`` (compatibility keys), job and task
     index from ``TF_CONFIG`` (else ``localhost``/0), ``precision_mode`` defaulting to
     ``allow_fp32_to_fp16`` (``force_fp16`` when ``graph_run_mode`` is 0) unless a precision
@@ -586,8 +587,10 @@ def npu_run_config_options(config):
     settings are written only when given. Deviations: ``enable_compress_weight`` is written
     only when True (the option table treats its presence as conflicting with
     ``compress_weight_conf``), and the dims of a ``DynamicInputConfig`` are forwarded whenever
-    they are given (``compile_hybrid_mode`` only when set). Deprecated keys the original always
-    writes (``enable_data_pre_proc``, ``dynamic_graph_execute_mode``) warn once per process.
+    they are given (``compile_hybrid_mode`` only when set); the deprecated
+    ``dynamic_graph_execute_mode``, which the original always writes, is written only with
+    ``dynamic_input`` or a mode other than the default, so a default ``NPURunConfig`` warns
+    about nothing.
     """
     if not isinstance(config, NPURunConfig):
         raise ValueError(f"config must be an NPURunConfig, got {type(config).__name__}")
@@ -603,7 +606,6 @@ def npu_run_config_options(config):
         "enable_exception_dump": config.enable_exception_dump,
         "enable_small_channel": config._enable_small_channel,
         "hcom_multi_mode": config._hcom_multi_mode,
-        "dynamic_graph_execute_mode": config._dynamic_graph_execute_mode,
         "device_type": config._device_type,
         "jit_compile": config._jit_compile,
         "external_weight": config._external_weight,
@@ -621,6 +623,12 @@ def npu_run_config_options(config):
         "all_tensor_not_empty": config._all_tensor_not_empty,
         "oo_level": config._oo_level,
     }
+    if config._dynamic_input is not None or \
+            config._dynamic_graph_execute_mode != "dynamic_execute":
+        # The original always writes this deprecated key; written only when the user chose
+        # dynamic inputs or another mode, it warns only those who use it (the default value
+        # is the option's own default, so nothing else changes).
+        options["dynamic_graph_execute_mode"] = config._dynamic_graph_execute_mode
     if config._graph_memory_max_size is not None:
         options["graph_memory_max_size"] = str(config._graph_memory_max_size)
     if config._variable_memory_max_size is not None:

@@ -33,8 +33,9 @@ __all__ = ["NO_ESTIMATOR_MESSAGE", "NPUEstimator", "NPUEstimatorSpec", "no_check
 NO_ESTIMATOR_MESSAGE = (
     "{name} needs tf.estimator, which TensorFlow 2.16 removed (this is TensorFlow "
     f"{tf.__version__}). Run the script on TensorFlow 2.15, or replace the estimator by a "
-    "tf.compat.v1.Session training loop whose config is npu_config_proto(...) or "
-    "npu_run_config_to_config_proto(NPURunConfig(...)).")
+    "tf.compat.v1.Session training loop whose config is npu_config_proto(...) (from "
+    "npu_bridge.npu_init) or npu_run_config_to_config_proto(NPURunConfig(...)) (from "
+    "npu_bridge.estimator.npu.npu_config).")
 
 
 class _NoOverrideCheck:

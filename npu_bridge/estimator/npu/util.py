@@ -1,4 +1,4 @@
-"""Helpers of the NPU estimator API (``npu_bridge.estimator.npu.util``, spec §7.4).
+"""Helpers of the NPU estimator API (``npu_bridge.estimator.npu.util``).
 
 Argument checks, loop-sinking variables, gradient sharding helpers, a process-wide key/value
 store, and the functions that put graph-level settings on ops as node attributes:
@@ -34,7 +34,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import resource_variable_ops
 
 from npu_adapter.config import OPTIONS_BY_NAME
-from npu_adapter.config.parsers import MAX_GEARS, MIN_GEARS
+from npu_adapter.config.parsers import INT64_MAX, MAX_GEARS, MIN_GEARS
 from npu_adapter.errors import NpuConfigError
 from npu_bridge import _env
 
@@ -79,12 +79,12 @@ _CONST_ZERO = "zero"
 _CONST_ONE = "one"
 
 PROFILING_TYPES = ("training_trace", "task_time", "op_trace")
-"""Profiling options accepted by :func:`check_profiling_options` (spec §7.4)."""
+"""Profiling options accepted by :func:`check_profiling_options`."""
 
 AOE_MODES = ("1", "2", "4")
 """AOE modes accepted by :func:`check_aoe_mode`."""
 
-_INT_RE = re.compile(r"[+-]?\d+\Z")
+_INT_RE = re.compile(r"[+-]?[0-9]+\Z")  # ASCII digits only
 
 
 def _is_int(value):
@@ -101,20 +101,30 @@ def check_not_none(value, name):
         raise ValueError(f"{name} must not be None")
 
 
+def _check_int64(value, name):
+    if value > INT64_MAX:
+        raise ValueError(f"{name} must be at most {INT64_MAX} (it is stored as an int64), "
+                         f"got {value}")
+
+
 def check_positive_integer(value, name):
-    """``TypeError`` unless ``value`` is an int (bool is not), ``ValueError`` unless > 0."""
+    """``TypeError`` unless ``value`` is an int (bool is not), ``ValueError`` unless
+    0 < value <= 2**63 - 1 (TensorFlow stores it as an int64)."""
     if not _is_int(value):
         raise TypeError(f"{name} must be int, got {type(value).__name__}: {value!r}")
     if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")
+    _check_int64(value, name)
 
 
 def check_nonnegative_integer(value, name):
-    """``TypeError`` unless ``value`` is an int (bool is not), ``ValueError`` unless >= 0."""
+    """``TypeError`` unless ``value`` is an int (bool is not), ``ValueError`` unless
+    0 <= value <= 2**63 - 1."""
     if not _is_int(value):
         raise TypeError(f"{name} must be int, got {type(value).__name__}: {value!r}")
     if value < 0:
         raise ValueError(f"{name} must be nonnegative, got {value}")
+    _check_int64(value, name)
 
 
 def check_bool_type(value, name):
@@ -230,11 +240,11 @@ def _check_train_op(train_op):
 
 
 def _load_loop_vars(sess, variables, iterations_per_loop):
-    iterations, loop_cond, zero, one = variables
-    iterations.load(iterations_per_loop - 1, session=sess)
-    loop_cond.load(0, session=sess)
-    zero.load(0, session=sess)
-    one.load(1, session=sess)
+    # What Variable.load does (it is deprecated): run each initializer with its initial value
+    # fed, in one run and without adding ops to the graph.
+    values = (iterations_per_loop - 1, 0, 0, 1)
+    sess.run([v.initializer for v in variables],
+             {v.initializer.inputs[1]: value for v, value in zip(variables, values)})
 
 
 def _loop_vars():
@@ -451,7 +461,7 @@ def set_graph_exec_config(fetch, dynamic_input=False,
                           dynamic_graph_execute_mode="dynamic_execute",
                           dynamic_inputs_shape_range=None, is_train_graph=False,
                           experimental_config=None):
-    """Put graph-level execution settings on the op of ``fetch`` (spec §4.5).
+    """Put graph-level execution settings on the op of ``fetch`` (docs/options.md).
 
     ``fetch`` is an Operation, a Tensor (attributes go on its op), a list/tuple of these
     (recursively) or a tensor name looked up in the default graph; anything else is a
@@ -484,25 +494,31 @@ def set_graph_exec_config(fetch, dynamic_input=False,
     if recompute is not None:
         attrs["_recompute_mode"] = recompute
 
-    def apply(item):
+    def resolve(item, found):
+        """The ops to tag for ``item`` (appended to ``found``) and what to return for it."""
         if isinstance(item, ops.Operation):
-            _set_attrs(item, attrs)
+            found.append(item)
         elif isinstance(item, tf.Tensor) and isinstance(getattr(item, "op", None),
                                                         ops.Operation):
-            _set_attrs(item.op, attrs)
+            found.append(item.op)
         elif isinstance(item, (list, tuple)):
             for element in item:
-                apply(element)
+                resolve(element, found)
         elif isinstance(item, str):
             tensor = _tensor_by_name(ops.get_default_graph(), item, "set_graph_exec_config")
-            _set_attrs(tensor.op, attrs)
+            found.append(tensor.op)
             return tensor
         else:
             raise ValueError("fetch is invalid, should be op, tensor, list, tuple or tensor "
-                             f"name; got {type(item).__name__}")
+                             f"name; got {type(item).__name__}: {item!r}")
         return item
 
-    return apply(fetch)
+    # Every element is checked before any op is tagged: a bad one leaves the graph unchanged.
+    found = []
+    returned = resolve(fetch, found)
+    for op in found:
+        _set_attrs(op, attrs)
+    return returned
 
 
 def npu_compile(sess, *fetches):
@@ -568,8 +584,12 @@ def _multi_dims_error(argument, fragment, allowed, whole):
 
 
 def _strict_int(text):
+    """The int written in ``text`` (ASCII digits, within int64), else None."""
     token = text.strip()
-    return int(token) if _INT_RE.match(token) else None
+    if not _INT_RE.match(token):
+        return None
+    value = int(token)
+    return value if -INT64_MAX - 1 <= value <= INT64_MAX else None
 
 
 def parse_op_input_multi_dims(input_shape, input_dims):
@@ -644,7 +664,7 @@ def parse_op_input_multi_dims(input_shape, input_dims):
 
 
 def set_op_input_tensor_multi_dims(tensor, input_shape, input_dims):
-    """Gears of a ``subgraph_multi_dims_scope`` input op (spec §4.2): string attributes
+    """Gears of a ``subgraph_multi_dims_scope`` input op: string attributes
     ``_subgraph_multi_dims_input_shape`` = ``input_shape`` and
     ``_subgraph_multi_dims_input_dims`` = ``input_dims`` on the op (or the tensor's op).
 
