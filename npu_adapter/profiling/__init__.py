@@ -1,0 +1,1 @@
+"""Profiling on the CPU reference (placeholder, filled below)."""
