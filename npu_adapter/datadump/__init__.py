@@ -5,18 +5,11 @@
   ``docs/data-dump.md``);
 * :func:`read_dump_file`, :func:`scan_dump_tree`: read dumps, ours or a device's;
 * :func:`compare_dumps`: per-op, per-tensor errors between a golden dump and another one.
+
+Names are loaded on first use: reading and comparing dumps does not import TensorFlow.
 """
 
-from npu_adapter.datadump.instrument import instrument_for_dump
-from npu_adapter.datadump.overflow import inf_nan_enabled
-from npu_adapter.datadump.reader import (
-    DumpFormatError,
-    read_dump_file,
-    read_stats_file,
-    scan_dump_tree,
-)
-from npu_adapter.datadump.session import DumpSession
-from npu_adapter.datadump.settings import DumpSettings
+import importlib
 
 __all__ = [
     "DumpFormatError",
@@ -30,9 +23,24 @@ __all__ = [
     "scan_dump_tree",
 ]
 
+_LAZY = {
+    "DumpFormatError": "npu_adapter.datadump.reader",
+    "DumpSession": "npu_adapter.datadump.session",
+    "DumpSettings": "npu_adapter.datadump.settings",
+    "compare_dumps": "npu_adapter.datadump.compare",
+    "inf_nan_enabled": "npu_adapter.datadump.overflow",
+    "instrument_for_dump": "npu_adapter.datadump.instrument",
+    "read_dump_file": "npu_adapter.datadump.reader",
+    "read_stats_file": "npu_adapter.datadump.reader",
+    "scan_dump_tree": "npu_adapter.datadump.reader",
+}
 
-def compare_dumps(golden, other, **kwargs):
-    """Compare two dump trees; see :func:`npu_adapter.datadump.compare.compare_dumps`."""
-    from npu_adapter.datadump.compare import compare_dumps as compare
 
-    return compare(golden, other, **kwargs)
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'npu_adapter.datadump' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
