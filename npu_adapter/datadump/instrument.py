@@ -38,7 +38,8 @@ from npu_adapter.vocabulary import (
 
 __all__ = ["DUMP_NODE_PREFIX", "OpInfo", "TensorSlot", "instrument_for_dump"]
 
-DUMP_NODE_PREFIX = "_npu_adapter_dump"
+# A node name cannot start with "_" (TensorFlow refuses to optimise such a function).
+DUMP_NODE_PREFIX = "npu_adapter_dump"
 _MARKER_ATTR = "_npu_adapter_dump_instrumented"
 _SKIPPED_OPS = frozenset({"Const", "NoOp", "PyFunc", "PyFuncStateless", "EagerPyFunc"})
 _PINNED_SUFFIX = "_pinned_shape"

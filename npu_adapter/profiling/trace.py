@@ -24,7 +24,7 @@ _INLINED = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)(?:_gear_\d+)?/(.+)$")
 _CALL = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)$")
 _LABEL = re.compile(r"^\S+ = ([A-Za-z0-9_>.]+)\(")
 _RUNTIME_NAMES = re.compile(r"^(_SOURCE|_SINK)$|^_arg_|^_retval_|_\d+_arg$|_RetVal$")
-_DUMP_PREFIX = "_npu_adapter_dump/"
+_DUMP_PREFIX = "npu_adapter_dump/"
 
 HOST = "host"
 CLUSTER_OP = "cluster_op"
