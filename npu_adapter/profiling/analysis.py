@@ -3,8 +3,8 @@
 Training trace (the ``step_trace`` files), per step, in µs:
 
 * ``FP Start``: start of the ``fp_point`` op; when ``fp_point`` is empty, of the step's first
-  computing cluster op (the first op of the forward pass on the device; constants and
-  identities do not count), else of its first computing op;
+  computing cluster op outside the backward pass (the first op of the forward pass on the
+  device; constants, identities and variable reads do not count), else of its first computing op;
 * ``BP End``: end of the ``bp_point`` op; when empty, of the last op of the backward pass (the
   last-ending op under a ``gradients`` name scope or of a ``*Grad`` type), else of the last
   cluster op;
@@ -34,7 +34,7 @@ DATA_OPS = frozenset({"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNext
 
 # Ops that compute nothing: never the automatic fp_point or bp_point.
 _NOT_COMPUTE = frozenset({"Const", "NoOp", "Identity", "IdentityN", "Placeholder", "_Arg",
-                          "_Retval"})
+                          "_Retval", "ReadVariableOp", "VarHandleOp", "VariableV2"})
 
 
 @dataclasses.dataclass
@@ -93,8 +93,9 @@ def step_trace(events, step, origin, previous_end=None, fp_point="", bp_point=""
     if fp_point:
         fp_candidates = _named(ops, fp_point)
     else:
-        fp_candidates = cluster_ops or [e for e in ops if e.op_type not in DATA_OPS
-                                        and e.op_type not in _NOT_COMPUTE] or ops
+        forward = [e for e in cluster_ops if not _is_backward(e)]
+        fp_candidates = forward or cluster_ops or [
+            e for e in ops if e.op_type not in DATA_OPS and e.op_type not in _NOT_COMPUTE] or ops
     fp = min(fp_candidates, key=lambda e: (e.start, e.node)) if fp_candidates else None
     if bp_point:
         bp_candidates = _named(ops, bp_point)

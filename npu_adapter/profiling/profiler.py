@@ -151,7 +151,7 @@ class ProfileWriter:
                               step_stats.SerializeToString(deterministic=True), per_step=True)
         self.traces.append(f"timeline/{name}")
         self.progress.add(files=files, nbytes=nbytes, step=step)
-        return max((e.end for e in events), default=previous_end or 0.0)
+        return trace.iteration_end + origin
 
     def steps_origin(self, events):
         """The time origin of the profile: its first event."""

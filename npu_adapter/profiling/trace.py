@@ -10,7 +10,9 @@ record per executed node: name, start (µs since the epoch), duration, thread an
 * a name ending in ``GeOp<N>_<k>`` is the cluster's call (the span of the whole cluster when it
   runs as a function);
 * a name of a cluster body node, known from the rewritten graphs registered with
-  :meth:`ClusterIndex.add_graph`, is an op of that cluster run by the function runtime;
+  :meth:`ClusterIndex.add_graph`, is an op of that cluster run by the function runtime; so is a
+  node TensorFlow's optimiser made from one inside the function (``<body node>/<suffix>`` or
+  ``<Name>Optimizer/<Stage>_<body node>``);
 * ``_SOURCE``/``_SINK``, argument and return-value nodes and the data dump's reporting ops are
   runtime bookkeeping; everything else is a host op.
 """
@@ -25,6 +27,9 @@ _CALL = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)$")
 _LABEL = re.compile(r"^\S+ = ([A-Za-z0-9_>.]+)\(")
 _RUNTIME_NAMES = re.compile(r"^(_SOURCE|_SINK)$|^_arg_|^_retval_|_\d+_arg$|_RetVal$")
 _DUMP_PREFIX = "npu_adapter_dump/"
+_OPTIMIZER_MADE = re.compile(r"^[A-Za-z]+Optimizer/[A-Za-z0-9]+_(.+)$")
+# A cluster call inlined under its own node name, e.g. inside a loop body function.
+_INLINED_CALL = re.compile(r"(?:^|.*/)(?:Stateful)?PartitionedCall(?:_\d+)?/(.+)$")
 
 HOST = "host"
 CLUSTER_OP = "cluster_op"
@@ -74,6 +79,32 @@ class ClusterIndex:
             self.op_types.setdefault(node.name, node.op)
         return self
 
+    def locate(self, name):
+        """``(cluster, op name)`` of node ``name``, or None: a body node run by the function
+        runtime, a node the optimiser derived from one (``<body node>/<suffix>``,
+        ``<Name>Optimizer/<Stage>_<body node>``), or a body node inlined under a call node with
+        a generic name (``while/body/_1/StatefulPartitionedCall/<body node>``)."""
+        inlined = _INLINED_CALL.match(name)
+        if inlined:
+            found = self._body_cluster(inlined.group(1))
+            return (found, inlined.group(1)) if found else None
+        found = self._body_cluster(name)
+        return (found, name) if found else None
+
+    def _body_cluster(self, name):
+        cluster = self.body_nodes.get(name)
+        if cluster is not None:
+            return cluster
+        made = _OPTIMIZER_MADE.match(name)
+        if made and made.group(1) in self.body_nodes:
+            return self.body_nodes[made.group(1)]
+        prefix = name
+        while "/" in prefix:
+            prefix = prefix.rpartition("/")[0]
+            if prefix in self.body_nodes:
+                return self.body_nodes[prefix]
+        return None
+
 
 def _op_type(node_stats, fallback):
     match = _LABEL.match(node_stats.timeline_label or "")
@@ -97,8 +128,9 @@ def events_from_step_stats(step_stats, index=None):
                 kind, cluster, op = CLUSTER_OP, inlined.group(1), inlined.group(2)
             elif call:
                 kind, cluster, op = CLUSTER_CALL, call.group(1), call.group(1)
-            elif name in index.body_nodes:
-                kind, cluster, op = CLUSTER_OP, index.body_nodes[name], name
+            elif index.locate(name) is not None:
+                kind = CLUSTER_OP
+                cluster, op = index.locate(name)
             else:
                 kind, cluster, op = HOST, None, name
             op_type = _op_type(ns, index.op_types.get(op, index.op_types.get(name, "")))
