@@ -55,9 +55,9 @@ def render_comparison_html(result):
         if not ops:
             continue
         first = result.first_divergence(step)
-        rel = [(op.order, op.worst_rel if op.worst_rel else 1e-16) for op in ops
+        rel = [(op.order, op.worst_rel if op.worst_rel else 1e-16, op.op_name) for op in ops
                if op.worst_rel is not None]
-        cos = [(op.order, max(1.0 - op.worst_cosine, 1e-16)) for op in ops
+        cos = [(op.order, max(1.0 - op.worst_cosine, 1e-16), op.op_name) for op in ops
                if op.worst_cosine is not None]
         markers = [(first.order, f"first divergence: {first.op_name}")] if first else []
         parts.append(f"<h2>Error by op, iteration {escape(step)}</h2>")

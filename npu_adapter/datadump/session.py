@@ -90,6 +90,7 @@ class DumpSession:
         self._callbacks = []
         self._time_dir = None
         self._mappings = {}
+        self._dirs = {}
         self._closed = False
         self.overflows = OverflowSummary()
         self.progress = ProgressLog("data dump" if settings.kind == "dump"
@@ -188,15 +189,25 @@ class DumpSession:
             return self._time_dir
 
     def iteration_dir(self, model, step):
-        """Absolute directory of ``model``'s iteration ``step``."""
-        relative = layout.iteration_dir(self.time_dir, self.settings.device_id, model.name,
-                                        model.model_id, step)
-        return layout.safe_join(self.settings.dump_path, relative)
+        """Absolute directory of ``model``'s iteration ``step`` (created, checked to be inside
+        ``dump_path`` once, then cached)."""
+        key = (model.model_id, step)
+        directory = self._dirs.get(key)
+        if directory is None:
+            relative = layout.iteration_dir(self.time_dir, self.settings.device_id, model.name,
+                                            model.model_id, step)
+            directory = layout.safe_join(self.settings.dump_path, relative)
+            os.makedirs(directory, exist_ok=True)
+            with self._lock:
+                self._dirs[key] = directory
+        return directory
 
     def _write(self, directory, file_name, chunks, step):
         short = layout.shorten_file_name(file_name)
-        path = layout.safe_join(directory, short)
-        write_atomic(path, chunks)
+        if os.sep in short or short in (".", ".."):  # names are sanitised; never leave the dir
+            raise ValueError(f"refusing to write the file name {short!r}")
+        path = os.path.join(directory, short)
+        write_atomic(path, chunks, make_dirs=False)
         if short != file_name:
             self._add_mapping(directory, short, file_name)
         nbytes = sum(len(c) if isinstance(c, (bytes, str)) else c.nbytes for c in chunks)

@@ -82,11 +82,13 @@ def encode_dump(header, tensors=()):
             *(tensor_bytes(spec.array) for spec in tensors)]
 
 
-def write_atomic(path, chunks):
+def write_atomic(path, chunks, make_dirs=True):
     """Write ``chunks`` (bytes-like objects, or a str) to ``path`` through a temporary file in the
-    same directory, then rename it into place. Creates the directory."""
+    same directory, then rename it into place. Creates the directory unless ``make_dirs`` is
+    False (the caller made it)."""
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
+    if make_dirs:
+        os.makedirs(directory, exist_ok=True)
     temporary = os.path.join(
         directory, f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.tmp")
     if isinstance(chunks, str):

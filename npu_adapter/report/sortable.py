@@ -31,6 +31,7 @@ tr.warn td{background:#fff4d6}
 .muted{color:#5a6473}.svgbox{overflow-x:auto;border:1px solid #d8dee8;border-radius:6px;
 padding:6px;background:#fcfdff}
 code{background:#f1f3f7;padding:1px 4px;border-radius:3px}
+.tablebox{overflow-x:auto}
 """
 
 SORT_SCRIPT = r"""
@@ -82,7 +83,7 @@ def sortable_table(table_id, columns, rows, row_classes=None, numeric=()):
         numeric: indexes of right-aligned numeric columns.
     """
     numeric = set(numeric)
-    out = [f'<table class="sortable" id="{escape(table_id)}"><thead><tr>']
+    out = [f'<div class="tablebox"><table class="sortable" id="{escape(table_id)}"><thead><tr>']
     out += [f"<th>{escape(c)}</th>" for c in columns]
     out.append("</tr></thead><tbody>")
     for i, row in enumerate(rows):
@@ -95,7 +96,7 @@ def sortable_table(table_id, columns, rows, row_classes=None, numeric=()):
                 attrs += f' data-k="{escape(sort_key)}"'
             out.append(f"<td{attrs}>{escape(text)}</td>")
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -108,15 +109,18 @@ def _ticks(low, high, count=5):
 
 def line_chart_svg(series, *, width=900, height=260, x_label="", y_label="", log_y=False,
                    markers=()):
-    """An SVG chart of one or more series of (x, y) points drawn as dots joined by lines.
+    """An SVG chart of one or more series of points drawn as dots joined by lines.
 
-    ``series`` is a list of ``(name, colour, points)``; ``log_y`` plots log10(y) (y <= 0 are
-    drawn at the bottom); ``markers`` are ``(x, label)`` vertical lines (e.g. the first
-    divergence).
+    ``series`` is a list of ``(name, colour, points)``, a point ``(x, y)`` or ``(x, y, label)``
+    (the label is the dot's tooltip); ``log_y`` plots log10(y) (y <= 0 are drawn at the
+    bottom); ``markers`` are ``(x, label)`` vertical lines (e.g. the first divergence).
     """
     left, right, top, bottom = 64, 16, 16, 44
-    xs = [x for _, _, pts in series for x, _ in pts] or [0]
-    ys = [_y(y, log_y) for _, _, pts in series for _, y in pts if _y(y, log_y) is not None]
+    series = [(name, colour, [(p[0], p[1], p[2] if len(p) > 2 else "") for p in points])
+              for name, colour, points in series]
+    xs = [p[0] for _, _, pts in series for p in pts] or [0]
+    ys = [_y(p[1], log_y) for _, _, pts in series for p in pts
+          if _y(p[1], log_y) is not None]
     x0, x1 = min(xs), max(max(xs), min(xs) + 1)
     y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
     if y1 - y0 < 1e-12:
@@ -148,10 +152,11 @@ def line_chart_svg(series, *, width=900, height=260, x_label="", y_label="", log
         if not points:
             continue
         path = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}"
-                        for i, (x, y) in enumerate(points))
+                        for i, (x, y, _) in enumerate(points))
         out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
-        out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{colour}"/>'
-                for x, y in points]
+        out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}">'
+                f"<title>{escape(label or x)}: {escape(name)} {escape(f'{y:.4g}')}</title>"
+                "</circle>" for x, y, label in points]
         out.append(f'<rect x="{left + 10 + 170 * k}" y="{height - 16}" width="10" height="10" '
                    f'fill="{colour}"/><text x="{left + 24 + 170 * k}" y="{height - 7}">'
                    f"{escape(name)}</text>")
