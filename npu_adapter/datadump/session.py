@@ -91,6 +91,7 @@ class DumpSession:
         self._time_dir = None
         self._mappings = {}
         self._dirs = {}
+        self._summary_lock = threading.Lock()
         self._closed = False
         self.overflows = OverflowSummary()
         self.progress = ProgressLog("data dump" if settings.kind == "dump"
@@ -277,11 +278,18 @@ class DumpSession:
                               info.task_id, found[0], found[1], inputs_finite,
                               os.path.relpath(path, self.settings.dump_path), global_step)
         first = self.overflows.add(event)
-        self.overflows.write(layout.safe_join(self.settings.dump_path, self.time_dir))
+        self._write_overflow_summary()
         if first:
             self._say(f"npu-adapter: overflow in {model.name} at step {step} starts at "
                       f"{info.name} ({info.op_type}): output {found[0]} is {found[1]}; see "
                       f"{os.path.join(self.settings.dump_path, self.time_dir, SUMMARY_FILE)}")
+
+    def _write_overflow_summary(self):
+        # Snapshot and write under one lock: a writer holding an older snapshot must not
+        # replace the file after one holding a newer snapshot.
+        with self._summary_lock:
+            if len(self.overflows):
+                self.overflows.write(layout.safe_join(self.settings.dump_path, self.time_dir))
 
     def _say(self, line):
         import sys
@@ -309,6 +317,7 @@ class DumpSession:
             registry.remove(token)
         with _LIVE_LOCK:
             _LIVE.pop(self.serial, None)
+        self._write_overflow_summary()
         self.progress.close()
 
     @property
