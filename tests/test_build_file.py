@@ -71,7 +71,7 @@ def render_build():
         rel = test.relative_to(ROOT).as_posix()
         out.append(
             f'py_test(\n    name = "{test.stem}",\n    srcs = ["{rel}"],\n'
-            f'    data = ["tests/conftest.py", "tests/graph_cases.py"],\n'
+            f'    data = ["tests/conftest.py", "tests/dump_wire.py", "tests/graph_cases.py"],\n'
             f'    deps = [{all_libs}],\n)\n')
     for example in sorted((ROOT / "examples").glob("*.py")):
         if example.name.startswith("_"):
