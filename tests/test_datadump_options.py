@@ -156,6 +156,7 @@ def test_effects_say_the_options_run():
 # ---------------------------------------------------------------------------- NPURunConfig
 
 
+@pytest.mark.filterwarnings("ignore:option .* is deprecated")   # NPUEstimator writes them
 def test_dump_config_maps_to_the_options(tmp_path):
     run_config = NPURunConfig(dump_config=DumpConfig(
         enable_dump=True, dump_path=str(tmp_path), dump_step="0|2-4", dump_mode="all",
