@@ -386,3 +386,49 @@ def test_progress_lines(tmp_path):
     lines = stream.getvalue().splitlines()
     assert len(lines) >= 2 and lines[-1].endswith("(done)")
     assert re.match(r"npu-adapter: data dump: 5 files \(.* B\), step 0 -> .*\(done\)", lines[-1])
+
+
+def test_clusters_not_run_by_the_cpu_reference_are_left_alone(tmp_path):
+    from npu_adapter.config.warnings import reset_warn_once
+
+    reset_warn_once()
+    config = NpuConfig(mix_compile_mode=True, enable_dump=True, dump_path=str(tmp_path))
+    result = npu_adapter.rewrite(small_graph().as_graph_def(), config,
+                                 fetches=["tail/total:0"], feeds=[FEED])
+    graph_def = type(result.graph_def)()
+    graph_def.CopyFrom(result.graph_def)
+    first, second = (n for n in graph_def.node if n.name in ("GeOp1_0", "GeOp1_1"))
+    first.attr["_XlaMustCompile"].b = True
+    second.op = "GeOp"
+    with DumpSession.from_config(config) as dump, pytest.warns(UserWarning) as caught:
+        assert dump.instrument(graph_def) == graph_def   # nothing added, nothing inserted
+    messages = " ".join(str(w.message) for w in caught)
+    assert "GeOp1_0 is compiled by XLA" in messages and "GeOp1_1 is a GeOp node" in messages
+
+
+def test_only_the_instrumented_functions_change(tmp_path):
+    config = NpuConfig(mix_compile_mode=True, enable_dump=True, dump_path=str(tmp_path),
+                       dump_layer="net/act")
+    result = npu_adapter.rewrite(small_graph().as_graph_def(), config,
+                                 fetches=["tail/total:0"], feeds=[FEED])
+    with DumpSession.from_config(config) as dump:
+        instrumented = dump.instrument(result.graph_def)
+    before = {f.signature.name: f for f in result.graph_def.library.function}
+    after = {f.signature.name: f for f in instrumented.library.function}
+    assert before["GeOp1_1"] == after["GeOp1_1"]          # no op of dump_layer in it
+    assert before["GeOp1_0"] != after["GeOp1_0"]
+    assert list(result.graph_def.node) == list(instrumented.node)
+
+
+def test_dump_layer_naming_a_host_op_warns(tmp_path):
+    from npu_adapter.config.warnings import reset_warn_once
+
+    reset_warn_once()
+    config = NpuConfig(mix_compile_mode=True, enable_dump=True, dump_path=str(tmp_path),
+                       dump_layer="host/abs net/mm")
+    result = npu_adapter.rewrite(small_graph().as_graph_def(), config,
+                                 fetches=["tail/total:0"], feeds=[FEED])
+    with DumpSession.from_config(config) as dump, pytest.warns(UserWarning,
+                                                               match="'host/abs', which runs "
+                                                                     "on the host"):
+        dump.instrument(result.graph_def)

@@ -18,13 +18,16 @@ gears' shape checks, or only those named in ``dump_layer`` — with, for those, 
 they read as ``Data`` ops, as the device dumps them. Tensors of types without a raw layout
 (strings, resources, variants) are left out; an op without any dumpable tensor is not dumped.
 Ops inside functions that a cluster op calls (the branches of an ``If``, say) are reported as
-the calling op.
+the calling op. Only clusters TensorFlow runs as function calls are instrumented: a cluster that
+XLA compiles (``_XlaMustCompile``) or that is still a ``GeOp`` (run by a device) is left alone,
+with a warning.
 """
 
 import heapq
 
 from tensorflow.core.framework import graph_pb2, types_pb2
 
+from npu_adapter.config.warnings import warn_once
 from npu_adapter.datadump.dtypes import DUMPABLE_TF_TYPES, FLOAT_DTYPE_NAMES
 from npu_adapter.datadump.overflow import checks_op
 from npu_adapter.graph.types import node_output_types, output_port_names
@@ -43,6 +46,7 @@ DUMP_NODE_PREFIX = "npu_adapter_dump"
 _MARKER_ATTR = "_npu_adapter_dump_instrumented"
 _SKIPPED_OPS = frozenset({"Const", "NoOp", "PyFunc", "PyFuncStateless", "EagerPyFunc"})
 _PINNED_SUFFIX = "_pinned_shape"
+_CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 
 
 class TensorSlot:
@@ -277,7 +281,15 @@ def instrument_for_dump(graph_def, session):
         function_name = _function_of(node)
         if function_name not in functions:
             continue
-        if functions[function_name].attr[_MARKER_ATTR].b:
+        xla = "_XlaMustCompile" in node.attr and node.attr["_XlaMustCompile"].b
+        if node.op not in _CALL_OPS or xla:
+            how = "compiled by XLA" if node.op in _CALL_OPS else f"a {node.op} node"
+            warn_once(("dump-skipped", how),
+                      f"data dump: cluster {cluster.name} is {how}; its ops are not dumped "
+                      "(only clusters run by the CPU reference are)")
+            continue
+        marker = functions[function_name].attr
+        if _MARKER_ATTR in marker and marker[_MARKER_ATTR].b:
             raise ValueError(f"cluster function {function_name!r} is already instrumented")
         prefix = function_name + GEAR_FUNCTION_SUFFIX
         gears = [f for name, f in sorted(functions.items())
@@ -297,7 +309,17 @@ def instrument_for_dump(graph_def, session):
                 node.op = "StatefulPartitionedCall"  # the body has side effects now
             if gears:
                 _make_dispatch_stateful(functions[function_name])
+    _warn_host_layer_ops(graph_def, session.settings.layer)
     return out
+
+
+def _warn_host_layer_ops(graph_def, layer):
+    """``dump_layer`` naming an op that runs on the host: say why it is never dumped."""
+    for node in graph_def.node:
+        if node.name in layer:
+            warn_once(("dump-layer-host", node.name),
+                      f"dump_layer names {node.name!r}, which runs on the host, not in a cluster: "
+                      "only cluster ops are dumped (as on the device)")
 
 
 def _make_dispatch_stateful(dispatcher):
