@@ -13,6 +13,7 @@ PROJECT_URL = "https://github.com/npu-adapter/npu-adapter"
 PACKAGES = [
     "npu_adapter",
     "npu_adapter.config",
+    "npu_adapter.datadump",
     "npu_adapter.backends",
     "npu_adapter.backends.cann",
     "npu_adapter.backends.cpu",
@@ -21,6 +22,7 @@ PACKAGES = [
     "npu_adapter.passes",
     "npu_adapter.pipeline",
     "npu_adapter.precision",
+    "npu_adapter.profiling",
     "npu_adapter.report",
     "npu_adapter.session",
     "npu_adapter.testing",

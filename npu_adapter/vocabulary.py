@@ -174,3 +174,7 @@ REASON_GRAPH_INPUT = "graph_input"
 REASON_STATE_OWNER = "state_owner"
 REASON_V1_CONTROL_FLOW = "v1_control_flow"
 REASON_STRING_TENSOR = "string_tensor"
+
+# ---- the NPU system ops of npu_bridge (initialize_system / shutdown_system)
+NPU_SYSTEM_OP_ATTR = "_npu_adapter_op"
+"""String attribute on the ``NoOp`` standing for ``NPUInit`` / ``NPUShutdown`` (its value)."""

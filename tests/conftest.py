@@ -1,5 +1,6 @@
 """Test-wide set-up: quiet TensorFlow, strict pass checks, and the backends the tests use."""
 
+import contextlib
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -78,9 +79,8 @@ def _eager_mode_stays_on(request):
     eager_before = tf.executing_eagerly()
     yield
     if eager_before and not tf.executing_eagerly():
-        try:
+        # TensorFlow may refuse once graphs exist; the failure below says why either way.
+        with contextlib.suppress(ValueError):
             tf.compat.v1.enable_eager_execution()
-        except ValueError:
-            pass  # TensorFlow may refuse once graphs exist; the failure below says why
         pytest.fail(f"{request.node.nodeid} disabled eager execution for the whole process; "
                     "run that part in a subprocess")

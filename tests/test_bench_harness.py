@@ -292,7 +292,7 @@ def test_cli_rejects_unknown_sections_and_keeps_section_order(capsys):
     args = parse_args(["--quick", "--only", "tiny", "rewrite", "--json", "x.json"])
     assert args.quick and args.only == ["tiny", "rewrite"] and args.json == "x.json"
     assert list(SECTIONS) == ["rewrite", "scaling", "steady", "tiny", "gears", "fresh",
-                              "precision"]
+                              "precision", "dump"]
 
 
 # --------------------------------------------------------------------------- end to end
@@ -324,4 +324,8 @@ def test_quick_run_end_to_end(tmp_path):
     assert gears["outputs_equal"] and list(counts) == ["1"] and counts["1"] > 0
     fresh = doc["sections"]["fresh"]["rows"]
     assert [r["unit"] for r in fresh] == ["s", "MB"] and fresh[1]["value"]["median"] > 100
+    dump = doc["sections"]["dump"]["details"]["small_mlp"]
+    assert not dump["off"]["instrumented"] and dump["off"]["outputs_equal"]
+    on = dump["tensor dump, every op, every step"]
+    assert on["instrumented"] and on["outputs_equal"]
     assert "| section" in proc.stdout and "Targets:" in proc.stdout

@@ -8,6 +8,7 @@ from npu_adapter.config import files
 from npu_adapter.errors import NpuConfigError
 from npu_adapter.precision.customize import load_customize_dtypes
 from npu_adapter.precision.mixlist import load_mixlist
+from npu_adapter.profiling.options import parse_profiling_options
 
 
 def _edits(path):
@@ -89,9 +90,9 @@ def test_customize_dtypes_errors_name_the_line(tmp_path, line):
 
 def test_op_type_list_and_profiling_options():
     assert files.parse_op_type_list("Pooling, SoftmaxV2") == ["Pooling", "SoftmaxV2"]
-    assert files.parse_profiling_options('{"output": "/tmp/p", "task_time": "on"}') == {
-        "output": "/tmp/p", "task_time": "on"}
+    parsed = parse_profiling_options('{"output": "/tmp/p", "task_time": "on"}')
+    assert parsed.output == "/tmp/p"
     with pytest.raises(NpuConfigError, match="entry 2"):
         files.parse_op_type_list("Pooling,,Relu")
     with pytest.raises(NpuConfigError, match="line 1 column"):
-        files.parse_profiling_options('{"output": }')
+        parse_profiling_options('{"output": }')

@@ -121,8 +121,8 @@ EFFECTS = {
     "experimental_accelerate_train_mode": (_E, "low-precision first phase of training "
                                                "(npu_adapter.precision.accelerate)"),
     # debug / dump / profiling / tuning
-    "enable_dump": (_R, "data dump in Ascend's format"),
-    "enable_dump_debug": (_R, "overflow dump"),
+    "enable_dump": (_R, "data dump of every cluster op in Ascend's format (docs/data-dump.md)"),
+    "enable_dump_debug": (_R, "overflow detection: overflowing ops dumped, first one per step"),
     "dump_path": (_R, "where dumps go"),
     "dump_step": (_R, "steps dumped"),
     "dump_mode": (_R, "inputs, outputs or both"),
@@ -136,8 +136,10 @@ EFFECTS = {
     "debug_dir": (_C, "ATC --debug_dir"),
     "op_compiler_cache_mode": (_C, "ATC --op_compiler_cache_mode"),
     "op_compiler_cache_dir": (_C, "ATC --op_compiler_cache_dir"),
-    "profiling_mode": (_R, "per-step traces and summaries"),
-    "profiling_options": (_R, "what is profiled and where"),
+    "profiling_mode": (_R, "per-step Chrome traces, training trace, op summaries "
+                             "(docs/profiling.md)"),
+    "profiling_options": (_R, "output directory, training trace, fp/bp points; the hardware "
+                                "counters are validated only"),
     "aoe_mode": (_X, "AOE tuning"),
     "work_path": (_X, "AOE working directory"),
     "distribute_config": (_X, "AOE distribution"),

@@ -10,14 +10,11 @@ option is set, and every error names the option, the file and (for content) the 
   (:func:`read_text_file`) whose content the precision parsers check
   (:mod:`npu_adapter.precision.mixlist`, :mod:`npu_adapter.precision.customize`);
 * ``optypelist_for_implmode``: comma-separated op types (:func:`parse_op_type_list`);
-* ``profiling_options``: a JSON object of string keys and scalar values
-  (:func:`parse_profiling_options`).
 
 ``docs/options.md`` describes the formats. The readers return the parsed content, so code that
-uses a file (precision emulation, profiling) reads it through the same checks.
+uses a file (precision emulation) reads it through the same checks.
 """
 
-import json
 import os
 import re
 
@@ -29,7 +26,6 @@ __all__ = [
     "MIXLIST_ACTIONS",
     "check_path_text",
     "parse_op_type_list",
-    "parse_profiling_options",
     "read_text_file",
 ]
 
@@ -104,28 +100,3 @@ def parse_op_type_list(text, option="optypelist_for_implmode"):
                                  "'Pooling,SoftmaxV2'",
                                  detail=f"entry {k + 1} ({excerpt(name)}) is not an op type name")
     return names
-
-
-def parse_profiling_options(text, option="profiling_options"):
-    """Parse ``profiling_options``: a JSON object of string keys and string/number/bool values,
-    e.g. ``{"output": "/tmp/profiling", "training_trace": "on"}``; ``output`` must be a path
-    without NUL. Returns the dict."""
-    allowed = 'a JSON object such as {"output": "/tmp/profiling", "training_trace": "on"}'
-    try:
-        content = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NpuConfigError(option, text, allowed,
-                             detail=f"line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    if not isinstance(content, dict):
-        raise NpuConfigError(option, text, allowed,
-                             detail=f"a JSON {type(content).__name__}, not an object")
-    for key, value in content.items():
-        if not isinstance(value, (str, int, float, bool)) or value is None:
-            raise NpuConfigError(option, text, allowed,
-                                 detail=f"the value of {excerpt(key)} is a JSON "
-                                        f"{type(value).__name__}; expected a string, number or "
-                                        "bool")
-    output = content.get("output")
-    if isinstance(output, str):
-        check_path_text(option + ".output", output)
-    return content

@@ -170,6 +170,15 @@ def _check_input_fusion_size(name, value):
     return clamped
 
 
+def _check_profiling_options(name, value):
+    if value:
+        # Imported here: the profiling package is not needed to read options.
+        from npu_adapter.profiling.options import parse_profiling_options
+
+        parse_profiling_options(value)
+    return value
+
+
 def _check_backend(name, value):
     if not value.strip():
         raise NpuConfigError(name, value, "a backend name such as 'cpu', 'xla' or 'cann'")
@@ -393,7 +402,8 @@ _SPECS = [
     _opt("quant_dumpable", "s", None, _G, "dump data before AMCT quantisation ('1')"),
     _opt("enable_exception_dump", "i", 2, _G, "dump inputs/outputs of failing ops",
          allowed="an integer in [0, 2]", severity="E", validator=_in_range(0, 2)),
-    _opt("op_debug_level", "i", None, _G, "operator debug level",
+    _opt("op_debug_level", "i", None, _G, "operator debug level (0..4)",
+         allowed="an integer in [0, 4]", severity="E", validator=_in_range(0, 4),
          deprecated=True, deprecation_hint="use op_debug_config"),
     _opt("op_debug_config", "s", "", _G, "operator debug configuration file"),
     _opt("debug_dir", "s", "", _G, "directory for operator debug files"),
@@ -401,8 +411,9 @@ _SPECS = [
     _opt("op_compiler_cache_dir", "s", "", _G, "operator compile cache directory"),
     _opt("profiling_mode", "b", False, _G, "profiling; empty profiling_options get a default"),
     _opt("profiling_options", "s", "", _G, "profiling options (JSON)",
-         allowed='a JSON object, e.g. {"output": "/tmp/profiling", "training_trace": "on"}',
-         validator=_parsed_when_non_empty(files.parse_profiling_options)),
+         allowed="a JSON object of profiling options, e.g. "
+                 "'{\"output\":\"/tmp/profiling\",\"training_trace\":\"on\"}'",
+         severity="E", validator=_check_profiling_options),
     _opt("aoe_mode", "s", None, _G, "AOE tuning mode; falls back to env AOE_MODE",
          choices=("", "1", "2", "4"), allowed="'1', '2' or '4'", severity="E"),
     _opt("work_path", "s", "./", _G, "AOE working directory (checked when AOE is on)",

@@ -26,6 +26,7 @@ __all__ = [
     "check_compress_weight",
     "check_dims_trio",
     "check_dims_trio_without_mix",
+    "check_dump_exclusive",
     "check_dump_path",
     "check_in_out_pair_needs_mix",
     "check_lazy_recompile_iterations",
@@ -225,6 +226,15 @@ def check_dump_path(view):
     return {"dump_path": _readable_writable_dir("dump_path", view.value("dump_path"))}
 
 
+def check_dump_exclusive(view):
+    """Data dump and overflow dump cannot both be on (the TF Adapter's session options
+    documentation: ``enable_dump`` and ``enable_dump_debug`` are never both True)."""
+    if view.value("enable_dump") and view.value("enable_dump_debug"):
+        raise _error(("enable_dump", "enable_dump_debug"), view,
+                     "at most one of enable_dump (data dump) and enable_dump_debug (overflow "
+                     "detection) can be True")
+
+
 def check_compress_weight(view):
     """``enable_compress_weight`` and ``compress_weight_conf`` cannot both be given (original:
     abort; docs/options.md). Like the original, presence counts, whatever the values.
@@ -320,6 +330,7 @@ RULES = (
     check_in_out_pair_needs_mix,
     check_lazy_recompile_iterations,
     check_variable_placement_host,
+    check_dump_exclusive,
     check_dump_path,
     check_aoe_mode,
     check_option_files,

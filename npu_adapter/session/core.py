@@ -18,6 +18,12 @@ around ``Session.run``:
    variant of the signature this run executes (gears called directly, lazy_recompile
    specialisations; :mod:`npu_adapter.backends.runtime`), runs it and rebuilds the user's fetch
    structure.
+5. With the dump options on, the session's installed graphs report every cluster op to its
+   :class:`~npu_adapter.datadump.DumpSession` (such a session keeps its signatures to itself);
+   with profiling on (options, ``PROFILING_MODE`` or a started ``Profiler``), each run is traced
+   and handed to its :class:`~npu_adapter.profiling.SessionProfiler`. A run of ``NPUInit`` makes
+   its session's dump and profiling options those of the process until ``NPUShutdown``
+   (:mod:`npu_adapter.system_options`).
 """
 
 import contextlib
@@ -30,6 +36,7 @@ from npu_adapter.errors import RewriteError
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
 from npu_adapter.session.loop import install_loop, loop_target
 from npu_adapter.session.shadow import ShadowGraph
+from npu_adapter.vocabulary import NPU_SYSTEM_OP_ATTR
 
 __all__ = ["NpuSession", "NpuInteractiveSession", "PlainSession", "ORIGINAL_CLASSES"]
 
@@ -51,6 +58,33 @@ _FAST_TYPES = (tf.Tensor, tf.Operation, str)
 
 
 # ------------------------------------------------------------------------------ fetch helpers
+def _system_op(elements):
+    """``"NPUInit"`` / ``"NPUShutdown"`` when one of the fetched ops is that NPU system op."""
+    for element in elements:
+        if isinstance(element, tf.Operation) and element.type == "NoOp":
+            attr = element.node_def.attr.get(NPU_SYSTEM_OP_ATTR)
+            if attr is not None and attr.s in (b"NPUInit", b"NPUShutdown"):
+                return attr.s.decode()
+    return None
+
+
+def _traced(options, run_metadata):
+    """``(options, run_metadata)`` asking for a full trace (the user's own, when given, are
+    kept: their trace level raised and their metadata filled by the same run)."""
+    from tensorflow.core.protobuf import config_pb2
+
+    full = config_pb2.RunOptions.FULL_TRACE
+    if options is None:
+        options = config_pb2.RunOptions(trace_level=full)
+    elif options.trace_level != full:
+        traced = config_pb2.RunOptions()
+        traced.CopyFrom(options)
+        traced.trace_level = full
+        options = traced
+    return options, run_metadata if run_metadata is not None else config_pb2.RunMetadata()
+
+
+
 def _fetch_mapper(graph, fetches):
     from tensorflow.python.client import session as tf_session
 
@@ -128,9 +162,10 @@ class _Signature:
 class _RunPlan:
     """How to run one fetch structure with one set of feed keys (the steady-state fast path)."""
 
-    __slots__ = ("mapper", "signature", "program", "feed_keys", "fed_names")
+    __slots__ = ("mapper", "signature", "program", "feed_keys", "fed_names", "system_op")
 
-    def __init__(self, mapper, signature, program, feed_keys, fed_names):
+    def __init__(self, mapper, signature, program, feed_keys, fed_names, system_op=None):
+        self.system_op = system_op      # "NPUInit" / "NPUShutdown" when the run executes one
         self.mapper = mapper
         self.signature = signature
         self.program = program
@@ -164,6 +199,8 @@ class _NpuSessionMixin:
         self._npu_enabled = False
         self._npu_runtime = None
         self._npu_accelerate = None
+        self._npu_dump = None
+        self._npu_profiler = None
         self._npu_user_graph = graph if graph is not None else _tf1.get_default_graph()
         self._npu_config = NpuConfig.from_config_proto(config)
         self._npu_enabled = bool(self._npu_config.present and self._npu_config.use_off_line
@@ -191,7 +228,19 @@ class _NpuSessionMixin:
         # rewrite of each signature), then the session switches back once.
         self._npu_accelerate = AccelerateTrainSchedule.from_config(self._npu_config)
         self._npu_low_config = None
+        self._npu_init_instruments()
         return self._npu_shadow.graph
+
+    def _npu_init_instruments(self):
+        """The data dump and profiler of this session, from its options and those an
+        ``initialize_system`` session left for the process."""
+        from npu_adapter.datadump import DumpSession
+        from npu_adapter.profiling import SessionProfiler
+        from npu_adapter.system_options import with_system_options
+
+        config = with_system_options(self._npu_config)
+        self._npu_dump = DumpSession.from_config(config)
+        self._npu_profiler = SessionProfiler(config)
 
     # ------------------------------------------------------------------ graph the user sees
     @property
@@ -272,13 +321,15 @@ class _NpuSessionMixin:
         return signature.result
 
     def close(self):
-        """Close the TensorFlow session and release the backend runtime."""
+        """Close the TensorFlow session, release the backend runtime, finish the dump and the
+        profile."""
         try:
             _BASE["close"](self)
         finally:
-            runtime = self.__dict__.get("_npu_runtime")
-            if runtime is not None:
-                runtime.close()
+            for name in ("_npu_runtime", "_npu_dump", "_npu_profiler"):
+                part = self.__dict__.get(name)
+                if part is not None:
+                    part.close()
 
     # ------------------------------------------------------------------ signatures
     def _npu_names(self, elements, feed_keys):
@@ -306,8 +357,11 @@ class _NpuSessionMixin:
         if local is not None:
             return local
         shadow = self._npu_shadow
-        # NpuConfig is hashable: sessions with equal options share their signatures.
-        key = (names, config if rewritten else None)
+        # NpuConfig is hashable: sessions with equal options share their signatures, but for
+        # a dumping session (its graphs report to its own DumpSession).
+        dump = self._npu_dump
+        key = (names, config if rewritten else None,
+               dump.serial if dump is not None and rewritten else None)
         with shadow.lock:
             signature = shadow.signatures.get(key)
             owner = signature is None
@@ -362,15 +416,24 @@ class _NpuSessionMixin:
             error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
             raise error_cls(None, None, str(exc)) from exc
         signature.result = result
+        graph_def = self._npu_instrumented(result.graph_def)
         maps = {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
                 "targets": {o: result.op_map.get(o, o) for o in ops},
                 "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
         signature.loop = loop_target(ops, config)
         if signature.loop is not None:
-            signature.base = install_loop(shadow, result.graph_def, user_nodes,
+            signature.base = install_loop(shadow, graph_def, user_nodes,
                                           int(config.iterations_per_loop), **maps)
         else:
-            signature.base = shadow.install(result.graph_def, user_nodes, **maps)
+            signature.base = shadow.install(graph_def, user_nodes, **maps)
+
+    def _npu_instrumented(self, graph_def):
+        """``graph_def`` reporting to the session's data dump, known to its profiler."""
+        if self._npu_dump is not None:
+            graph_def = self._npu_dump.instrument(graph_def)
+        if self._npu_profiler is not None:
+            self._npu_profiler.register_graph(graph_def)
+        return graph_def
 
     def _npu_program(self, signature):
         program = self._npu_programs.get(id(signature))
@@ -391,7 +454,7 @@ class _NpuSessionMixin:
             installed = signature.variants.get(variant.key)
             if installed is None:
                 program = self._npu_program(signature)
-                graph_def = program.variant_graph(variant.key)
+                graph_def = self._npu_instrumented(program.variant_graph(variant.key))
                 tensors, ops, feeds = signature.names
                 result = signature.result
                 _, user_nodes = self._npu_shadow.user_graph_def()
@@ -430,9 +493,26 @@ class _NpuSessionMixin:
         mapped_feeds = self._npu_map_feeds(plan, installed, feed_dict)
         mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
                   else installed.ops[e.name] for e in plan.mapper.unique_fetches()]
+        profiler = self._npu_profiler
+        profiling = profiler is not None and profiler.settings() is not None
+        if profiling:
+            options, run_metadata = _traced(options, run_metadata)
         with self._npu_inside():
             values = _BASE["run"](self, mapped, mapped_feeds, options, run_metadata)
+        if profiling:
+            profiler.after_run(run_metadata, iterations=int(config.iterations_per_loop)
+                               if signature.loop is not None else 1)
+        if plan.system_op is not None:
+            self._npu_system_op_ran(plan.system_op)
         return plan.mapper.build_results(values)
+
+    def _npu_system_op_ran(self, op_type):
+        from npu_adapter import system_options
+
+        if op_type == "NPUInit":
+            system_options.on_initialize_system(self._npu_config)
+        elif op_type == "NPUShutdown":
+            system_options.on_shutdown_system()
 
     def _npu_plan(self, fetches, feed_dict, config):
         mapper = _fetch_mapper(self._npu_user_graph, fetches)
@@ -451,7 +531,8 @@ class _NpuSessionMixin:
                         k, allow_tensor=True, allow_operation=False).name)
                 except (TypeError, ValueError, KeyError):
                     fed_names.append(None)  # TensorFlow reports it (kept as the user's key)
-        return _RunPlan(mapper, signature, program, feed_keys if simple else None, fed_names)
+        return _RunPlan(mapper, signature, program, feed_keys if simple else None, fed_names,
+                        _system_op(mapper.unique_fetches()))
 
     def _npu_fed_values(self, plan, feed_dict):
         """User tensor name → fed value (composite keys expanded)."""

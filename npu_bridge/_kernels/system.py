@@ -5,6 +5,8 @@ models), which raise :class:`~npu_adapter.errors.DeviceOnlyError` when they are 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
+from npu_adapter.vocabulary import NPU_SYSTEM_OP_ATTR
+
 from .common import device_only
 
 __all__ = [
@@ -18,7 +20,7 @@ __all__ = [
     "stop_outfeed_dequeue_op",
 ]
 
-NPU_ADAPTER_OP_ATTR = "_npu_adapter_op"
+NPU_ADAPTER_OP_ATTR = NPU_SYSTEM_OP_ATTR
 """String attribute that marks the ``NoOp`` standing in for an NPU system op."""
 
 _OUTFEED_REASON = ("an outfeed channel carries tensors from the device to the host while a "

@@ -1,0 +1,196 @@
+"""Op events of one step, from TensorFlow's own step statistics, and their Chrome trace.
+
+A run with ``RunOptions(trace_level=FULL_TRACE)`` fills ``RunMetadata.step_stats`` with one
+record per executed node: name, start (µs since the epoch), duration, thread and a label
+``"name = OpType(inputs)"``. Each record is attributed to a cluster or to the host:
+
+* a name with a path segment ``GeOp<N>_<k>`` (or a gear copy ``GeOp<N>_<k>_gear_<g>``) followed
+  by more segments is an op of that cluster inlined into the session graph by Grappler
+  (``npu_rewrite_1/GeOp1_0/conv1/conv``);
+* a name ending in ``GeOp<N>_<k>`` is the cluster's call (the span of the whole cluster when it
+  runs as a function);
+* a name of a cluster body node, known from the rewritten graphs registered with
+  :meth:`ClusterIndex.add_graph`, is an op of that cluster run by the function runtime; so is a
+  node TensorFlow's optimiser made from one inside the function (``<body node>/<suffix>`` or
+  ``<Name>Optimizer/<Stage>_<body node>``);
+* ``_SOURCE``/``_SINK``, argument and return-value nodes and the data dump's reporting ops are
+  runtime bookkeeping; everything else is a host op.
+"""
+
+import dataclasses
+import re
+
+__all__ = ["ClusterIndex", "OpEvent", "chrome_trace", "events_from_step_stats"]
+
+_INLINED = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)(?:_gear_\d+)?/(.+)$")
+_CALL = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)$")
+_LABEL = re.compile(r"^\S+ = ([A-Za-z0-9_>.]+)\(")
+_RUNTIME_NAMES = re.compile(r"^(_SOURCE|_SINK)$|^_arg_|^_retval_|_\d+_arg$|_RetVal$")
+_DUMP_PREFIX = "npu_adapter_dump/"
+_OPTIMIZER_MADE = re.compile(r"^[A-Za-z]+Optimizer/[A-Za-z0-9]+_(.+)$")
+# A cluster call inlined under its own node name, e.g. inside a loop body function.
+_INLINED_CALL = re.compile(r"(?:^|.*/)(?:Stateful)?PartitionedCall(?:_\d+)?/(.+)$")
+
+HOST = "host"
+CLUSTER_OP = "cluster_op"
+CLUSTER_CALL = "cluster_call"
+RUNTIME = "runtime"
+
+
+@dataclasses.dataclass
+class OpEvent:
+    """One executed node: ``kind`` is ``cluster_op``, ``cluster_call``, ``host`` or
+    ``runtime``; ``op`` the original op name (the node name inside its cluster); times in µs."""
+
+    node: str
+    op: str
+    op_type: str
+    kind: str
+    cluster: object
+    device: str
+    thread: int
+    start: float
+    duration: float
+
+    @property
+    def end(self):
+        """End time (µs since the epoch)."""
+        return self.start + self.duration
+
+
+class ClusterIndex:
+    """Which node names belong to which cluster, from the rewritten graphs a session runs."""
+
+    def __init__(self):
+        self.body_nodes = {}
+        self.op_types = {}
+
+    def add_graph(self, graph_def):
+        """Index the cluster functions (``GeOp<N>_<k>`` and gear copies) of ``graph_def``."""
+        for fdef in graph_def.library.function:
+            match = re.match(r"^(GeOp\d+_\d+)(?:_gear_\d+)?$", fdef.signature.name)
+            if not match:
+                continue
+            for node in fdef.node_def:
+                if not node.name.startswith(_DUMP_PREFIX):
+                    self.body_nodes.setdefault(node.name, match.group(1))
+                    self.op_types.setdefault(node.name, node.op)
+        for node in graph_def.node:
+            self.op_types.setdefault(node.name, node.op)
+        return self
+
+    def locate(self, name):
+        """``(cluster, op name)`` of node ``name``, or None: a body node run by the function
+        runtime, a node the optimiser derived from one (``<body node>/<suffix>``,
+        ``<Name>Optimizer/<Stage>_<body node>``), or a body node inlined under a call node with
+        a generic name (``while/body/_1/StatefulPartitionedCall/<body node>``)."""
+        inlined = _INLINED_CALL.match(name)
+        if inlined:
+            found = self._body_cluster(inlined.group(1))
+            return (found, inlined.group(1)) if found else None
+        found = self._body_cluster(name)
+        return (found, name) if found else None
+
+    def _body_cluster(self, name):
+        cluster = self.body_nodes.get(name)
+        if cluster is not None:
+            return cluster
+        made = _OPTIMIZER_MADE.match(name)
+        if made and made.group(1) in self.body_nodes:
+            return self.body_nodes[made.group(1)]
+        prefix = name
+        while "/" in prefix:
+            prefix = prefix.rpartition("/")[0]
+            if prefix in self.body_nodes:
+                return self.body_nodes[prefix]
+        return None
+
+
+def _op_type(node_stats, fallback):
+    match = _LABEL.match(node_stats.timeline_label or "")
+    return match.group(1) if match else fallback
+
+
+def events_from_step_stats(step_stats, index=None):
+    """The :class:`OpEvent` of every node record of ``step_stats``, sorted by start time."""
+    index = index or ClusterIndex()
+    events = []
+    for device_stats in step_stats.dev_stats:
+        for ns in device_stats.node_stats:
+            name = ns.node_name
+            start = float(ns.all_start_micros)
+            duration = float(max(ns.all_end_rel_micros, ns.op_end_rel_micros, 0))
+            inlined = _INLINED.match(name)
+            call = _CALL.match(name)
+            if _RUNTIME_NAMES.search(name) or _DUMP_PREFIX in name:
+                kind, cluster, op = RUNTIME, None, name
+            elif inlined:
+                kind, cluster, op = CLUSTER_OP, inlined.group(1), inlined.group(2)
+            elif call:
+                kind, cluster, op = CLUSTER_CALL, call.group(1), call.group(1)
+            elif index.locate(name) is not None:
+                kind = CLUSTER_OP
+                cluster, op = index.locate(name)
+            else:
+                kind, cluster, op = HOST, None, name
+            op_type = _op_type(ns, index.op_types.get(op, index.op_types.get(name, "")))
+            events.append(OpEvent(name, op, op_type, kind, cluster, device_stats.device,
+                                  int(ns.thread_id), start, duration))
+    events.sort(key=lambda e: (e.start, e.node))
+    return events
+
+
+def chrome_trace(events, step, origin=None):
+    """The Chrome trace (``chrome://tracing`` / Perfetto JSON) of one step's events.
+
+    Processes: ``Host`` (pid 1) and one per cluster (pid 2, 3, ... in name order); threads are
+    TensorFlow's executor threads. Every op is a complete (``X``) event named after the op, with
+    its type, cluster and node name in ``args``; each cluster also gets a span event covering
+    its ops, and the step one on the host. Times are µs from ``origin`` (default: the step's
+    first event).
+    """
+    useful = [e for e in events if e.kind != RUNTIME]
+    origin = min((e.start for e in events), default=0.0) if origin is None else origin
+    clusters = sorted({e.cluster for e in useful if e.cluster})
+    pids = {None: 1, **{name: 2 + k for k, name in enumerate(clusters)}}
+    trace = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Host"}},
+             {"ph": "M", "name": "process_sort_index", "pid": 1, "tid": 0,
+              "args": {"sort_index": 1}}]
+    for name in clusters:
+        trace.append({"ph": "M", "name": "process_name", "pid": pids[name], "tid": 0,
+                      "args": {"name": f"Cluster {name}"}})
+        trace.append({"ph": "M", "name": "process_sort_index", "pid": pids[name], "tid": 0,
+                      "args": {"sort_index": pids[name]}})
+    threads = set()
+    for event in useful:
+        pid = pids[event.cluster]
+        tid = event.thread + 1
+        if (pid, tid) not in threads:
+            threads.add((pid, tid))
+            trace.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                          "args": {"name": f"executor thread {event.thread}"}})
+        trace.append({
+            "ph": "X", "name": event.op, "cat": event.kind, "pid": pid, "tid": tid,
+            "ts": round(event.start - origin, 3), "dur": round(event.duration, 3),
+            "args": {"type": event.op_type, "cluster": event.cluster or "", "node": event.node,
+                     "step": step},
+        })
+    if events:
+        end = max(e.end for e in events)
+        trace.append({"ph": "X", "name": f"step {step}", "cat": "step", "pid": 1, "tid": 0,
+                      "ts": round(min(e.start for e in events) - origin, 3),
+                      "dur": round(end - min(e.start for e in events), 3),
+                      "args": {"step": step}})
+        trace.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": 0,
+                      "args": {"name": "steps"}})
+    for name in clusters:
+        mine = [e for e in useful if e.cluster == name]
+        start = min(e.start for e in mine)
+        trace.append({"ph": "X", "name": name, "cat": "cluster", "pid": pids[name], "tid": 0,
+                      "ts": round(start - origin, 3),
+                      "dur": round(max(e.end for e in mine) - start, 3),
+                      "args": {"ops": sum(e.kind == CLUSTER_OP for e in mine), "step": step}})
+        trace.append({"ph": "M", "name": "thread_name", "pid": pids[name], "tid": 0,
+                      "args": {"name": "cluster span"}})
+    return {"traceEvents": trace, "displayTimeUnit": "ms",
+            "otherData": {"producer": "npu-adapter", "step": step}}
