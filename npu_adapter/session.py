@@ -27,6 +27,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from npu_adapter import distributed
 from npu_adapter.errors import RewriteError
 
 __all__ = ["NpuSession", "NpuInteractiveSession", "install", "uninstall", "is_installed",
@@ -545,6 +546,7 @@ class NpuSession(_NpuRunMixin, _ORIGINAL["Session"]):
 
     def __init__(self, target="", graph=None, config=None):
         self._npu_init(config)  # validate options before a session exists
+        target, config = distributed.session_target(target, config)  # a rank: its own server
         super().__init__(target, graph, config)
 
 
@@ -553,6 +555,7 @@ class NpuInteractiveSession(_NpuRunMixin, _ORIGINAL["InteractiveSession"]):
 
     def __init__(self, target="", graph=None, config=None):
         self._npu_init(config)
+        target, config = distributed.session_target(target, config)
         super().__init__(target, graph, config)
 
 

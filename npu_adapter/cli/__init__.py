@@ -21,13 +21,14 @@ from npu_adapter.cli.common import (
 )
 from npu_adapter.cli.convert_cmd import add_convert_command
 from npu_adapter.cli.inspect_cmd import add_inspect_command
+from npu_adapter.cli.launch_cmd import add_launch_command
 from npu_adapter.cli.options_cmd import add_options_command
 from npu_adapter.errors import NpuAdapterError
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "build_parser", "main",
            "parse_option_value"]
 
-COMMANDS = [add_options_command, add_inspect_command, add_convert_command]
+COMMANDS = [add_options_command, add_inspect_command, add_convert_command, add_launch_command]
 """Functions that each add one subcommand to the sub-parsers of :func:`build_parser`."""
 
 

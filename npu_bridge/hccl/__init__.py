@@ -1,4 +1,4 @@
-"""HCCL collectives and group management (``npu_bridge.hccl``), single rank only.
+"""HCCL collectives and group management (``npu_bridge.hccl``) on TensorFlow's collectives.
 
 :mod:`npu_bridge.hccl.hccl_ops` holds the collective ops and :mod:`npu_bridge.hccl.manage.api`
 the group/rank functions (the original takes those from CANN's ``hccl.manage.api``).
