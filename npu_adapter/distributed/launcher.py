@@ -16,7 +16,6 @@ table (``--base-port`` / ``NPU_ADAPTER_BASE_PORT``), which every launcher derive
 
 import contextlib
 import dataclasses
-import ipaddress
 import os
 import shutil
 import signal

@@ -11,15 +11,20 @@ the collective group leader, and its sessions run on that server with:
   places every op on its own task;
 * ``isolate_session_state`` = True: variables and other state belong to the session, as with a
   local session, instead of being shared by every session on the server.
+
+The other ranks wait (up to the collective timeout) for rank 0's server before their first
+session: TensorFlow itself would retry a missing group leader forever.
 """
 
 import functools
+import socket
 import threading
+import time
 
 import tensorflow as tf
 
 from npu_adapter.distributed import environment
-from npu_adapter.distributed.errors import DistributedError
+from npu_adapter.distributed.errors import DistributedError, RankFailureError
 
 __all__ = [
     "JOB_NAME",
@@ -101,9 +106,37 @@ def local_server(env=None):
                 f"rank {env.rank_id}: cannot start the TensorFlow server at {env.address} "
                 f"(NPU_ADAPTER_WORKERS, or the base port and the rank table): "
                 f"{str(exc).splitlines()[0]}") from exc
+        _wait_for_leader(env)
         _STATE["server"] = server
         _STATE["env"] = env
         return server
+
+
+def _wait_for_leader(env):
+    """Wait until rank 0's server accepts connections (at most the collective timeout).
+
+    TensorFlow's runtime retries a missing group leader forever; checking once at start-up
+    turns a leader that never comes up into a named error.
+    """
+    if env.rank_id == 0:
+        return
+    address = env.addresses[0]
+    host, port = address.rsplit(":", 1)
+    host = host.strip("[]")
+    deadline = time.monotonic() + env.timeout_seconds
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=1.0).close()
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise RankFailureError(
+                    f"rank {env.rank_id} of {env.rank_size}: the group leader, rank 0 at "
+                    f"{address}, did not accept connections within {env.timeout_seconds:g} s "
+                    f"(NPU_ADAPTER_COLLECTIVE_TIMEOUT): {exc.strerror or exc}. Is rank 0 "
+                    "running with the same NPU_ADAPTER_WORKERS / rank table?",
+                    rank=env.rank_id, rank_size=env.rank_size) from None
+            time.sleep(0.1)
 
 
 def session_target(target, config):

@@ -126,10 +126,9 @@ def _segments(dense, group_name):
         return [list(range(count))]
     kind, values = strategy
     if kind == "idx":
-        if values[-1] >= count:
-            raise ValueError(f"set_split_strategy_by_idx: index {values[-1]} is beyond the "
-                             f"{count} gradients of this optimizer (indexes 0 to {count - 1})")
-        bounds = [*values, count - 1] if values[-1] != count - 1 else list(values)
+        # The strategy is process-wide; a model with fewer gradients ignores the indexes past
+        # its last gradient (they would make empty segments).
+        bounds = [index for index in values if index < count - 1] + [count - 1]
     else:
         sizes = [max(util.GradDivisionItem(grad, None).size, 1) if grad.shape.is_fully_defined()
                  else 1 for grad in dense]
