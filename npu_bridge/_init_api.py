@@ -1,4 +1,4 @@
-"""The functions of :mod:`npu_bridge.npu_init` (spec §7.1), importable without its side effect.
+"""The functions of :mod:`npu_bridge.npu_init`, importable without its side effect.
 
 :mod:`npu_bridge.npu_init` re-exports everything here and then disables eager execution; this
 module does not, so it can be used (and tested) in a process that stays eager.

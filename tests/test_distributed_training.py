@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from npu_adapter.session import plain_session_class
+from npu_bridge.estimator.npu.npu_config import HAS_TF_ESTIMATOR
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "ranks"))
 import training_model
@@ -109,3 +110,14 @@ def test_two_ranks_train_like_one_process(tmp_path):
 def test_four_ranks_train_like_one_process(tmp_path):
     worst = _check_training(tmp_path, 4)
     print(f"4 ranks, {STEPS} SGD steps: max |difference| to one process = {worst:.3g}")
+
+
+@pytest.mark.skipif(not HAS_TF_ESTIMATOR, reason="tf.estimator exists up to TensorFlow 2.15")
+def test_npu_estimator_at_two_ranks(tmp_path):
+    status, out, err = run_job(2, "estimator_rank.py", [tmp_path], collective_timeout=60)
+    assert status == 0, out + err
+    reference = training_model.train_single_process(10, 0.1, plain_session_class())
+    for rank in range(2):
+        with np.load(tmp_path / f"rank{rank}.npz") as data:
+            for name, value in reference.items():
+                np.testing.assert_allclose(data[name], value, atol=EQUIVALENCE_ATOL)

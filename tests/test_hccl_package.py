@@ -72,3 +72,20 @@ def test_the_package_sees_the_rank_environment(monkeypatch):
     manage_api.create_group("odd", 4, [1, 3, 5, 7])
     assert (manage_api.get_rank_id("odd"), manage_api.get_local_rank_size("odd")) == (2, 2)
     assert manage_api.get_local_rank_id("odd") == 0
+
+
+def test_another_hccl_first_on_the_path_is_reported(tmp_path, monkeypatch):
+    from npu_bridge import hccl as bridge_hccl
+
+    assert bridge_hccl.top_level_hccl_origin() == bridge_hccl._OURS
+    fake = tmp_path / "hccl"
+    (fake / "manage").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "hccl")
+    warnings = []
+    monkeypatch.setattr(bridge_hccl.logging, "warning",
+                        lambda message, *args: warnings.append(message % args))
+    bridge_hccl._warn_about_another_hccl()
+    assert bridge_hccl.top_level_hccl_origin() == str(fake)
+    assert len(warnings) == 1 and f"package is {fake}, not npu-adapter's" in warnings[0]

@@ -39,6 +39,7 @@ import weakref
 import tensorflow as tf
 
 from npu_adapter.distributed import environment
+from npu_adapter.distributed.errors import DistributedError
 
 __all__ = [
     "REDUCTIONS",
@@ -102,6 +103,16 @@ def _root_graph(graph):
 
 def _timeout():
     return float(environment.current().timeout_seconds)
+
+
+def _graph_mode(group, entry):
+    """Collectives between processes run in graph mode, inside a session on the rank's
+    server; eager execution has no such session."""
+    if group.size > 1 and tf.executing_eagerly():
+        raise DistributedError(
+            f"{entry}: collectives between ranks are built in graph mode and run in a "
+            "tf.compat.v1 session (call tf.compat.v1.disable_eager_execution(), as "
+            "`from npu_bridge.npu_init import *` does)")
 
 
 def _shape_identity(shape):
@@ -172,6 +183,7 @@ def _all_reduce_sum_grad(op, grad):
 def all_reduce(tensor, group, reduction="sum", name="HcomAllReduce"):
     """Reduce ``tensor`` over ``group`` with ``reduction`` (sum/prod/max/min); every member
     gets the result. The sum has a gradient (the all-reduce sum of the gradients)."""
+    _graph_mode(group, "all-reduce")
     tensor = tf.convert_to_tensor(tensor)
     merge_op = REDUCTIONS[reduction]
     if group.size == 1:
@@ -235,6 +247,7 @@ def _static_size(tensor):
 
 
 def _gather_uniform(tensor, group):
+    _graph_mode(group, "all-gather")
     value, back = _transport(tensor, "all-gather")
     instance = _instance_key(value, group, "collective", ("gather", value.dtype.name))
     gathered = tf.raw_ops.CollectiveGatherV2(
@@ -275,6 +288,7 @@ def all_gather_ragged(tensor, group, name="HcomAllGatherV"):
 def broadcast(tensor, group, root, name="HcomBroadcast"):
     """``tensor`` of group rank ``root`` on every member (the others' values only give the
     shape)."""
+    _graph_mode(group, "broadcast")
     tensor = tf.convert_to_tensor(tensor)
     if group.size == 1:
         return tf.identity(tensor, name=name)
@@ -404,6 +418,7 @@ def _pair_instance_key(tensor_for_shape, pair, source, dest, tag, shape):
 def send(tensor, group, pair, dest, tag, name="HcomSend"):
     """Send ``tensor`` to group rank ``dest`` (``pair`` is the two-member group of this rank and
     the destination); returns the send op."""
+    _graph_mode(pair, "send")
     tensor = tf.convert_to_tensor(tensor)
     with tf.name_scope(name):
         value, _ = _transport(tensor, "send")
@@ -418,6 +433,7 @@ def send(tensor, group, pair, dest, tag, name="HcomSend"):
 
 def receive(shape, dtype, group, pair, source, tag, name="HcomReceive"):
     """Receive a ``dtype`` tensor of ``shape`` from group rank ``source``."""
+    _graph_mode(pair, "receive")
     dtype = tf.as_dtype(dtype)
     with tf.name_scope(name):
         placeholder = tf.zeros(shape, dtype)

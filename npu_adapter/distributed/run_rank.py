@@ -44,9 +44,10 @@ def collective_failure(exc):
                                                      "Socket closed", "Connection", "expected"))]
     reason = reasons[0] if reasons else message.splitlines()[0] if message else type(exc).__name__
     where = f"the collective {op.name!r} ({op.type})" if op is not None else "a collective"
+    reason = reason[:400].rstrip(".")
     return RankFailureError(
         f"rank {env.rank_id} of {env.rank_size}: {where} failed with {type(exc).__name__}: "
-        f"{reason[:400]}. Another rank has probably stopped (see its output), or did not reach "
+        f"{reason}. Another rank has probably stopped (see its output), or did not reach "
         f"the collective within {env.timeout_seconds:g} s (NPU_ADAPTER_COLLECTIVE_TIMEOUT), or "
         "the ranks ran different collectives. TensorFlow refuses every later collective of this "
         "process, so the rank stops.", rank=env.rank_id, rank_size=env.rank_size, op=op)

@@ -21,6 +21,7 @@ from npu_bridge.npu_init import (
     get_rank_size,
     get_world_rank_from_group_rank,
     hccl_ops,
+    npu_config_proto,
     tf,
 )
 
@@ -72,7 +73,7 @@ def main(out_dir):
     # A tensor whose shape changes between runs (the instance key follows the shape).
     ragged = tf.compat.v1.placeholder(tf.float32, [None, 3])
     gathered = hccl_ops.allgather(ragged, size)
-    with tf.compat.v1.Session() as sess:
+    with tf.compat.v1.Session(config=npu_config_proto()) as sess:  # rewritten: an NpuSession
         values = sess.run({**fetch, "_send": send_op})
         values.pop("_send")
         values["gather_dynamic_2"] = sess.run(gathered, {ragged: data["dyn"][:2]})

@@ -94,7 +94,7 @@ def loss_scaling(rank, size, optimizer_factory):
         scale = manager.get_loss_scale()
         init = tf.compat.v1.global_variables_initializer()
         scales, steps, weights = [], [], []
-        with tf.compat.v1.Session() as sess:
+        with tf.compat.v1.Session(config=npu_config_proto()) as sess:
             sess.run(init)
             for index in range(AGREE_STEPS):
                 bad = index == OVERFLOW_STEP and rank == 1

@@ -1,4 +1,4 @@
-"""``NPUEstimator`` (``npu_bridge.estimator.npu.npu_estimator``, spec §7.6).
+"""``NPUEstimator`` (``npu_bridge.estimator.npu.npu_estimator``).
 
 On TensorFlow 2.15, ``NPUEstimator`` is a ``tf.estimator.Estimator`` whose session config comes
 from its :class:`~npu_bridge.estimator.npu.npu_config.NPURunConfig`

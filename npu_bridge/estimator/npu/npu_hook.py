@@ -1,4 +1,4 @@
-"""Session hooks of the NPU estimator API (``npu_bridge.estimator.npu.npu_hook``, spec §7.7).
+"""Session hooks of the NPU estimator API (``npu_bridge.estimator.npu.npu_hook``).
 
 Pure-Python hooks: :class:`SetIterationsVarHook`, :class:`NPUOutputTensorHook`,
 :class:`TellMeStepOrLossHook`, :class:`NPUCheckpointSaverHook`, :class:`NPUShutDownHook` (runs
@@ -218,7 +218,7 @@ class NPUOutputTensorHook(tf.compat.v1.train.LoggingTensorHook):
 class TellMeStepOrLossHook(_SessionRunHook):
     """Report the current step and total steps, or the current loss and target loss, through
     the environment (``STEP_NOW``/``TOTAL_STEP``, ``LOSS_NOW``/``TARGET_LOSS``), which the
-    GeOp's accelerate-train logic reads (spec §7.7, seed 003).
+    GeOp's accelerate-train logic reads (the TF Adapter documentation of the hook).
 
     ``step``/``loss`` are tensor names (or tensors; a resource variable's handle such as a TF2
     ``global_step:0`` is read as the variable's value). ``ValueError`` if both are None, if
