@@ -12,8 +12,8 @@ the collective group leader, and its sessions run on that server with:
 * ``isolate_session_state`` = True: variables and other state belong to the session, as with a
   local session, instead of being shared by every session on the server.
 
-The other ranks wait (up to the collective timeout) for rank 0's server before their first
-session: TensorFlow itself would retry a missing group leader forever.
+The other ranks wait (the collective timeout, at least a minute) for rank 0's server before
+their first session: TensorFlow itself would retry a missing group leader forever.
 """
 
 import functools
@@ -112,8 +112,13 @@ def local_server(env=None):
         return server
 
 
+LEADER_WAIT_MIN_SECONDS = 60.0
+"""Ranks start at different times (imports, schedulers): wait at least this long for rank 0."""
+
+
 def _wait_for_leader(env):
-    """Wait until rank 0's server accepts connections (at most the collective timeout).
+    """Wait until rank 0's server accepts connections (the collective timeout, at least
+    :data:`LEADER_WAIT_MIN_SECONDS`).
 
     TensorFlow's runtime retries a missing group leader forever; checking once at start-up
     turns a leader that never comes up into a named error.
@@ -123,7 +128,8 @@ def _wait_for_leader(env):
     address = env.addresses[0]
     host, port = address.rsplit(":", 1)
     host = host.strip("[]")
-    deadline = time.monotonic() + env.timeout_seconds
+    wait = max(env.timeout_seconds, LEADER_WAIT_MIN_SECONDS)
+    deadline = time.monotonic() + wait
     while True:
         try:
             socket.create_connection((host, int(port)), timeout=1.0).close()
@@ -132,7 +138,7 @@ def _wait_for_leader(env):
             if time.monotonic() > deadline:
                 raise RankFailureError(
                     f"rank {env.rank_id} of {env.rank_size}: the group leader, rank 0 at "
-                    f"{address}, did not accept connections within {env.timeout_seconds:g} s "
+                    f"{address}, did not accept connections within {wait:g} s "
                     f"(NPU_ADAPTER_COLLECTIVE_TIMEOUT): {exc.strerror or exc}. Is rank 0 "
                     "running with the same NPU_ADAPTER_WORKERS / rank table?",
                     rank=env.rank_id, rank_size=env.rank_size) from None
