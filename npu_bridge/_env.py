@@ -20,8 +20,9 @@ def current():
 
 
 def rank_size():
-    """Number of ranks (``RANK_SIZE`` or ``CM_WORKER_SIZE``, never both; 1 when unset)."""
-    return current().rank_size
+    """Number of ranks (``RANK_SIZE`` or ``CM_WORKER_SIZE``, never both; 1 when unset). Only
+    these variables are validated (the rest of the environment may be incomplete)."""
+    return _environment.rank_size()
 
 
 def rank_id():

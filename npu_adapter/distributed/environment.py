@@ -39,6 +39,7 @@ __all__ = [
     "current",
     "from_environ",
     "parse_workers",
+    "rank_size",
 ]
 
 DEFAULT_BASE_PORT = 61000
@@ -203,6 +204,12 @@ def _addresses(environ, size, table):
         raise RankEnvironmentError("NPU_ADAPTER_BASE_PORT", str(base), f"the ports reach {top} "
                                    "(base + device id or rank), above 65535")
     return tuple(_format_address(host, base + offset) for host, offset in offsets)
+
+
+def rank_size(environ=None):
+    """Only the rank size (``RANK_SIZE`` or ``CM_WORKER_SIZE``, 1 when unset), validated alone:
+    for callers that need no more than the size (the original's ``util.get_ranksize``)."""
+    return _rank_size(os.environ if environ is None else environ)[1]
 
 
 def from_environ(environ):
