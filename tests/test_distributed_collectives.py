@@ -71,6 +71,13 @@ def _check_rank(rank, size, got, info, ins):
     np.testing.assert_array_equal(got["received"], ins[(rank - 1) % size]["p2p"])
     np.testing.assert_array_equal(got["allreduce_grad"],
                                   np.full((2, 3), (rank + 1) * size, np.float32))
+    np.testing.assert_allclose(got["npu_allreduce_sum"], xs.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(got["npu_allreduce_mean"], xs.sum(0) / size, rtol=1e-6)
+    np.testing.assert_array_equal(got["npu_allreduce_slices_values"],
+                                  np.concatenate([item["rows"] for item in ins]))
+    np.testing.assert_array_equal(got["npu_allreduce_slices_indices"],
+                                  np.concatenate([item["row_ids"] for item in ins]))
+    assert info["none_stays_none"]
     dyn = [item["dyn"] for item in ins]
     np.testing.assert_array_equal(got["gather_dynamic_2"], np.concatenate([d[:2] for d in dyn]))
     np.testing.assert_array_equal(got["gather_dynamic_3"], np.concatenate(dyn))

@@ -49,7 +49,7 @@ def _scale_schedule(steps, overflow_step):
     return np.array(out)
 
 
-def _linear_sgd(x, y, steps, skip, learning_rate=0.05):
+def _linear_sgd(x, y, steps, skip=None, learning_rate=0.05):
     w = np.full((x.shape[1], 1), 0.5, np.float64)
     trace = []
     for step in range(steps):
@@ -91,6 +91,9 @@ def _check_training(tmp_path, size):
                                    _linear_sgd(x[rows], y[rows], AGREE_STEPS, OVERFLOW_STEP),
                                    rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got["npuopt_weights"], averaged, rtol=1e-5, atol=1e-6)
+        # Weight-update sharding: each variable updated on one rank, then broadcast.
+        np.testing.assert_allclose(got["sharded_weights"], _linear_sgd(x, y, AGREE_STEPS),
+                                   rtol=1e-5, atol=1e-6)
         # The callback gave every rank rank 0's kernel (0.1) before the averaged step.
         np.testing.assert_allclose(got["keras_kernel"], keras_kernel, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got["keras_bias"], [keras_bias], rtol=1e-5, atol=1e-6)

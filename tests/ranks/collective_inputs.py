@@ -36,4 +36,6 @@ def inputs(rank, size):
         "a2a_matrix": matrix,
         "p2p": np.full((2, 3), rank + 0.5, np.float32),
         "dyn": rng.rand(3, 3).astype(np.float32),
+        "rows": rng.rand(rank + 1, 3).astype(np.float32),
+        "row_ids": (np.arange(rank + 1) + 2 * rank).astype(np.int64),
     }

@@ -21,6 +21,7 @@ from npu_bridge.npu_init import (
     get_rank_size,
     get_world_rank_from_group_rank,
     hccl_ops,
+    npu_allreduce,
     npu_config_proto,
     tf,
 )
@@ -61,6 +62,15 @@ def main(out_dir):
     scale = tf.constant(float(rank + 1))
     fetch["allreduce_grad"] = tf.gradients(
         tf.reduce_sum(hccl_ops.allreduce(x * scale, "sum")), x)[0]
+    # npu_allreduce: the mean of a dense tensor; IndexedSlices with rank + 1 rows are gathered.
+    slices = tf.IndexedSlices(tf.constant(data["rows"]), tf.constant(data["row_ids"]),
+                              tf.constant([10, 3]))
+    mean, none, gathered_slices = npu_allreduce([x, None, slices], "sum")
+    fetch["npu_allreduce_sum"] = mean
+    fetch["npu_allreduce_slices_values"] = gathered_slices.values
+    fetch["npu_allreduce_slices_indices"] = gathered_slices.indices
+    fetch["npu_allreduce_mean"] = npu_allreduce(x)
+    info["none_stays_none"] = none is None
     # A subgroup of the even ranks (only its members build its ops).
     evens = list(range(0, size, 2))
     if rank % 2 == 0 and len(evens) > 1:

@@ -8,9 +8,11 @@
    is_distributed=True)``; at step OVERFLOW_STEP rank 1's input is inf: every rank must skip.
 3. ``npuopt``: the same data averaged with ``NPUOptimizer(is_distributed=True,
    is_loss_scale=True)``.
-4. ``keras``: a Keras model in graph mode with ``NPUBroadcastGlobalVariablesCallback`` and
+4. ``sharded``: a linear model of one variable per feature, averaged with
+   ``NPUDistributedOptimizer(is_weight_update_sharding=True)``.
+5. ``keras``: a Keras model in graph mode with ``NPUBroadcastGlobalVariablesCallback`` and
    ``npu_keras_optimizer``.
-5. the rank getters of ``npu_init`` after ``init_resource``.
+6. the rank getters of ``npu_init`` after ``init_resource``.
 """
 
 import json
@@ -106,6 +108,30 @@ def loss_scaling(rank, size, optimizer_factory):
     return np.array(scales), np.array(steps), np.array(weights)
 
 
+def weight_update_sharding(rank, size):
+    """Weights after each of AGREE_STEPS steps (one variable per feature, each updated on its
+    owner rank and broadcast)."""
+    x, _, y = training_model.data()
+    rows = training_model.shard(rank, size)
+    with tf.Graph().as_default():
+        weights = [tf.compat.v1.get_variable(f"w{j}", initializer=[[0.5]], use_resource=True)
+                   for j in range(x.shape[1])]
+        features = tf.constant(x[rows])
+        prediction = tf.add_n([features[:, j:j + 1] * weights[j] for j in range(x.shape[1])])
+        loss = tf.reduce_mean(tf.square(prediction - tf.constant(y[rows])))
+        optimizer = NPUDistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.05),
+                                            is_weight_update_sharding=True)
+        train = optimizer.minimize(loss)
+        init = tf.compat.v1.global_variables_initializer()
+        trace = []
+        with tf.compat.v1.Session(config=npu_config_proto()) as sess:
+            sess.run(init)
+            for _ in range(AGREE_STEPS):
+                sess.run(train)
+                trace.append(np.concatenate(sess.run(weights)))
+    return np.array(trace)
+
+
 def keras_callback(rank, size):
     keras = tf.keras
     x, _, y = training_model.data()
@@ -139,6 +165,7 @@ def main(out_dir):
         scales, steps, weights = loss_scaling(rank, size, factory)
         results.update({f"{name}_scales": scales, f"{name}_steps": steps,
                         f"{name}_weights": weights})
+    results["sharded_weights"] = weight_update_sharding(rank, size)
     results["keras_kernel"], results["keras_bias"] = keras_callback(rank, size)
     with tf.Graph().as_default():
         sess, shutdown = init_resource()

@@ -188,7 +188,14 @@ def _apply_with_sharding(optimizer, grads_and_vars, global_step, name):
     items = util.fair_division([util.GradDivisionItem(grad, var) for grad, var in pairs],
                                world.size)
     mine = [(item.grad, item.var) for item in items if item.root_rank_id == world.rank]
-    update = optimizer.apply_gradients(mine, global_step, name)
+    # Every rank must run every gradient all-reduce, also those of the variables it does not
+    # update (the others wait for it in each of them).
+    every_gradient = []
+    for grad, _ in pairs:
+        every_gradient.extend([grad.values, grad.indices] if isinstance(grad, tf.IndexedSlices)
+                              else [grad])
+    with tf.control_dependencies(every_gradient):
+        update = optimizer.apply_gradients(mine, global_step, name)
     assigns = []
     with tf.control_dependencies([update]), tf.name_scope("Broadcast_Weight_Update_Sharding"):
         for item in items:
