@@ -141,8 +141,11 @@ def test_plan_with_a_rank_table(tmp_path):
     assert [(s.rank, s.device_id) for s in specs] == [(0, 0), (1, 1)]
     assert specs[0].env == {"RANK_SIZE": "3", "RANK_ID": "0", "DEVICE_ID": "0",
                             "RANK_TABLE_FILE": str(table), "NPU_ADAPTER_BASE_PORT": "30000"}
-    specs = launcher.plan_ranks(1, table, "127.0.0.2")
+    specs = launcher.plan_ranks(1, table, "127.0.0.2", base_port=30000)
     assert (specs[0].rank, specs[0].device_id, specs[0].env["RANK_SIZE"]) == (2, 2, "3")
+    # Every launcher derives the same cluster: server_id:base+device_id.
+    assert launcher.cluster_addresses(specs[0]) == ("127.0.0.1:30000", "127.0.0.1:30001",
+                                                    "127.0.0.2:30002")
     with pytest.raises(LaunchError, match="-n 3 does not match .* server 127.0.0.1 runs 2 ranks"):
         launcher.plan_ranks(3, table, "127.0.0.1")
     with pytest.raises(LaunchError, match="--server-id '10.1.1.1' is not a server"):
@@ -200,10 +203,11 @@ def test_dry_run_prints_each_rank(tmp_path, capsys):
     assert cli.main(["launch", "-n", "2", "--dry-run", "--collective-timeout", "30",
                      str(script), "--epochs", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2
-    assert lines[1].startswith("DEVICE_ID=1 NPU_ADAPTER_COLLECTIVE_TIMEOUT=30.0 "
+    assert len(lines) == 3 and lines[0].startswith("# cluster (one worker task per rank): ")
+    assert lines[0].count("127.0.0.1:") == 2
+    assert lines[2].startswith("DEVICE_ID=1 NPU_ADAPTER_COLLECTIVE_TIMEOUT=30.0 "
                                "NPU_ADAPTER_WORKERS=127.0.0.1:")
-    assert "RANK_ID=1 RANK_SIZE=2 " in lines[1] and lines[1].endswith("--epochs 3")
+    assert "RANK_ID=1 RANK_SIZE=2 " in lines[2] and lines[2].endswith("--epochs 3")
 
 
 def test_a_rank_whose_peer_is_killed_exits_with_a_named_error(tmp_path):

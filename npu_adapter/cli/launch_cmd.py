@@ -22,6 +22,8 @@ def _run_launch(args):
                                 args.collective_timeout)
     command = launcher.build_command(args.command)
     if args.dry_run:
+        addresses = launcher.cluster_addresses(specs[0])
+        sys.stdout.write(f"# cluster (one worker task per rank): {', '.join(addresses)}\n")
         for spec in specs:
             variables = " ".join(f"{key}={shlex.quote(value)}"
                                  for key, value in sorted(spec.env.items()))

@@ -29,7 +29,7 @@ from npu_adapter.distributed import environment
 from npu_adapter.distributed.errors import LaunchError
 from npu_adapter.distributed.rank_table import load_rank_table
 
-__all__ = ["RankSpec", "build_command", "launch", "plan_ranks"]
+__all__ = ["RankSpec", "build_command", "cluster_addresses", "launch", "plan_ranks"]
 
 PREFIX = "npu-adapter launch"
 _CLEARED = ("RANK_SIZE", "CM_WORKER_SIZE", "RANK_ID", "DEVICE_ID", "RANK_TABLE_FILE",
@@ -138,12 +138,21 @@ def plan_ranks(nprocs, rank_table=None, server_id=None, base_port=None,
     return specs
 
 
+def _rank_environment(spec):
+    environ = {key: value for key, value in os.environ.items() if key not in _CLEARED}
+    environ.update(spec.env)
+    return environment.from_environ(environ)
+
+
 def _check_environment(specs):
     """Validate each rank's environment as the rank will (named errors before any start)."""
     for spec in specs:
-        environ = {key: value for key, value in os.environ.items() if key not in _CLEARED}
-        environ.update(spec.env)
-        environment.from_environ(environ)
+        _rank_environment(spec)
+
+
+def cluster_addresses(spec):
+    """The ``host:port`` of every rank of the job, as the rank of ``spec`` will see them."""
+    return _rank_environment(spec).addresses
 
 
 def build_command(args):
