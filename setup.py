@@ -18,6 +18,7 @@ PACKAGES = [
     "npu_adapter.backends.cann",
     "npu_adapter.backends.cpu",
     "npu_adapter.cli",
+    "npu_adapter.distributed",
     "npu_adapter.graph",
     "npu_adapter.passes",
     "npu_adapter.pipeline",
@@ -33,6 +34,10 @@ PACKAGES = [
     "npu_bridge.estimator.npu",
     "npu_bridge.hccl",
     "npu_bridge.hccl.manage",
+    # CANN's top-level `hccl` package (scripts import `hccl.manage.api` directly).
+    "hccl",
+    "hccl.manage",
+    "hccl.split",
     "npu_bridge.experimental",
     "npu_bridge.helper",
     "npu_bridge.image",

@@ -1,4 +1,5 @@
-"""Op-support lists: which TensorFlow op types a device backend can run (spec §2.4, §2.4.1).
+"""Op-support lists: which TensorFlow op types a device backend can run
+(docs/original-adapter.md, 4).
 
 The original TF Adapter reads ``npu_supported_ops.json`` files (``{OpType: {"isGray": bool,
 "isHeavy": bool}}``) from the CANN operator package (``$ASCEND_OPP_PATH``). We read the same
@@ -424,7 +425,7 @@ def bundled_op_support_list():
 
 
 # ---------------------------------------------------------------------------------------------
-# Loading from a CANN operator package (spec §2.4.1)
+# Loading from a CANN operator package (docs/original-adapter.md, 4)
 
 
 def _op_json(*parts):
@@ -538,7 +539,7 @@ def clear_cache():
 
 
 def load_op_support_list(opp_path=None, custom_opp_paths=None, *, environ=None):
-    """Load the op-support list the way the original does (spec §2.4.1).
+    """Load the op-support list the way the original does (docs/original-adapter.md, 4).
 
     The base directory is ``opp_path`` or ``$ASCEND_OPP_PATH``. When neither is set, or the
     directory does not exist, the bundled default list is returned. (The original falls back to
@@ -634,7 +635,7 @@ def original_test_fixture_list():
 
 
 # ---------------------------------------------------------------------------------------------
-# The per-op predicate (spec §2.4, steps 1 and 2)
+# The per-op predicate (docs/original-adapter.md, 4, steps 1 and 2)
 
 
 def is_op_supported(

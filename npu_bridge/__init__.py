@@ -19,7 +19,9 @@ Eager execution is left alone; :mod:`npu_bridge.npu_init` (``from npu_bridge.npu
 Subpackages mirror the original: :mod:`npu_bridge.estimator` (``npu_ops``, ``npu_unary_ops``,
 ``npu.{npu_scope, util, npu_config, npu_hook, npu_optimizer, npu_estimator, ...}``) and
 :mod:`npu_bridge.hccl` (``hccl_ops``, ``manage.api``). There is no ``_tf_adapter.so``: everything
-is Python and TensorFlow ops, running a single rank.
+is Python and TensorFlow ops. A process started as a rank of a multi-rank job (``RANK_SIZE`` > 1,
+``npu-adapter launch``) runs its sessions on its TensorFlow server
+(:mod:`npu_adapter.distributed`), including the sessions TensorFlow's own modules open.
 """
 
 import contextlib
@@ -41,8 +43,9 @@ from npu_bridge import _tf1_aliases
 
 def _install_npu_session():
     """``npu_adapter.install()``: every TF1 session class becomes the NPU session (it patches
-    all ``tf.compat.v1`` module objects, which tf_keras can duplicate)."""
-    npu_adapter.install()
+    all ``tf.compat.v1`` module objects, which tf_keras can duplicate). Sessions of a rank of a
+    multi-rank job connect to the rank's server, also those TensorFlow opens itself."""
+    npu_adapter.install()  # BaseSession.__init__ also connects a rank's sessions to its server
 
 
 _tf1_aliases.install()

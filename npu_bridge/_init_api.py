@@ -1,4 +1,4 @@
-"""The functions of :mod:`npu_bridge.npu_init` (spec §7.1), importable without its side effect.
+"""The functions of :mod:`npu_bridge.npu_init`, importable without its side effect.
 
 :mod:`npu_bridge.npu_init` re-exports everything here and then disables eager execution; this
 module does not, so it can be used (and tested) in a process that stays eager.
@@ -167,10 +167,10 @@ def init_resource(config=None):
 
     Builds ``initialize_system``/``shutdown_system`` in the default graph, runs the first in a
     session configured with :func:`npu_config_proto` ``(config)``, and records the rank id,
-    local rank id, rank size and local rank size (from the single-rank HCCL functions) for the
+    local rank id, rank size and local rank size (from ``hccl.manage.api``) for the
     ``get_npu_*`` functions. Finish with :func:`shutdown_resource` and :func:`close_session`.
     """
-    _env.require_single_rank("init_resource")
+    _env.current()  # a bad rank environment fails before any session exists
     config = npu_config_proto(config)
     util.global_dict_init()
     npu_init = npu_ops.initialize_system()
@@ -219,10 +219,12 @@ class NpuEmptyHook(tf.compat.v1.train.SessionRunHook):
 
 
 def npu_keras_optimizer(opt):
-    """``KerasDistributeOptimizer(opt)``: ``opt`` itself on one rank."""
+    """``KerasDistributeOptimizer(opt)``: ``opt`` itself, averaging its gradients over the
+    ranks."""
     return KerasDistributeOptimizer(opt)
 
 
 def npu_tf_optimizer(opt):
-    """``NPUDistributedOptimizer(opt)``: behaves exactly like ``opt`` on one rank."""
+    """``NPUDistributedOptimizer(opt)``: ``opt`` with its gradients averaged over the ranks
+    (exactly ``opt`` on one rank)."""
     return NPUDistributedOptimizer(opt)

@@ -1,4 +1,5 @@
-"""``read_graph_config``: gating, graph-level checks and pre-partition rewrites (spec §2.1–2.3).
+"""``read_graph_config``: gating, graph-level checks and pre-partition rewrites
+(docs/original-adapter.md, 1–3).
 
 * Gating: when the graph must be left alone (no ``NpuOptimizer``, ``use_off_line`` false,
   ``_NoNeedOptimize`` on a node, job ps/default, already rewritten) this pass and every later
@@ -8,7 +9,8 @@
   with ``iterations_per_loop != 1``, more than one ``IteratorGetNext`` with the dynamic-dims trio,
   an invalid shape range.
 * ``_UnaryOpsComposition`` (made by Grappler on CPU) is expanded into one node per entry of its
-  ``op_names``, named ``<node>_<i>_<op>``; consumers are rewired to the last one (spec §2.2).
+  ``op_names``, named ``<node>_<i>_<op>``; consumers are rewired to the last one
+  (docs/original-adapter.md, 2).
 """
 
 from npu_adapter.graph.names import parse_input

@@ -15,7 +15,7 @@ tf1 = tf.compat.v1
 
 
 def build_geop_graph(retval_op="_Retval"):
-    """Spec §8.1 #1 (om_test_build_geop)::
+    """The original's unit-test scenario om_test_build_geop::
 
         Const_1 ──────────────┐
         Variable ─► Variable/read ─► Add ─► ret
@@ -33,7 +33,7 @@ def build_geop_graph(retval_op="_Retval"):
 
 
 def mix_compile_graph(without_scope=True):
-    """Spec §8.1 #2 (om_test_mix_compile)::
+    """The original's unit-test scenario om_test_mix_compile::
 
         shape, min, max (Const) ─► RandomUniformInt ─► Unique[_without_npu_compile] ─► ArgMax
                                                                   ArgMax/dimension ─┘
@@ -55,7 +55,7 @@ def mix_compile_graph(without_scope=True):
 
 
 def chain_with_branch():
-    """Spec §8.1 #10::
+    """A scenario of the original's partitioning tests::
 
         A ─► B ─► C ─► D
              └──► E
@@ -84,7 +84,8 @@ def control_flow_v1():
 
 
 def while_loop_v1_graph():
-    """Spec §8.1 #14: ``i = 0; while i < 10: i = i + 1`` as a v1 loop, then ``out = Identity``."""
+    """A scenario of the original's partitioning tests: ``i = 0; while i < 10: i = i + 1`` as a
+    v1 loop, then ``out = Identity``."""
     g = tf.Graph()
     with g.as_default(), control_flow_v1():
         start = tf.constant(0, name="start")

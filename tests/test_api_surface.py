@@ -21,20 +21,9 @@ INVENTORY = pathlib.Path(__file__).with_name("data") / "npu_bridge_api.json"
 # Re-exports checked for presence (the others are the original's private imports such as `os`).
 CHECKED_REEXPORTS = ("npu_bridge", "npu_bridge.npu_init")
 
-# Names that other engineers' branches provide and that are not merged into this branch yet.
-# The lead empties this set when merging; entries are "module:name" (":*" for a whole module).
-PENDING = frozenset({
-    # engineer `distributed`: the top-level CANN hccl package and distributed modules
-    "hccl.manage.api:*",
-    "hccl.split.api:*",
-    "npu_bridge.estimator.npu.npu_callbacks:BroadcastGlobalVariablesCallbackImpl",
-    "npu_bridge.estimator.npu.npu_callbacks:broadcast_global_variables",
-    "npu_bridge.estimator.npu.npu_hook:broadcast_global_variables",
-    "npu_bridge.estimator.npu.npu_loss_scale_optimizer:gen_npu_ops",
-    "npu_bridge.estimator.npu.npu_optimizer:KerasDistributeOptimizer",
-    "npu_bridge.estimator.npu.npu_optimizer:gen_npu_ops",
-    "npu_bridge.hccl.hccl_ops:gen_hccl_ops",
-})
+# Names not provided yet, as "module:name" (":*" for a whole module). Empty: every name of the
+# inventory is there.
+PENDING = frozenset()
 
 
 def load_inventory():

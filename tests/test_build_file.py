@@ -10,7 +10,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LIBRARY_ROOTS = ("npu_adapter", "passes", "npu_bridge", "third_party", "bench")
+LIBRARY_ROOTS = ("npu_adapter", "passes", "npu_bridge", "hccl", "third_party", "bench")
 
 
 def _build_text():
@@ -69,11 +69,14 @@ def render_build():
     all_libs = ", ".join(f'":{target_name(p)}"' for p in packages)
     for test in sorted((ROOT / "tests").glob("test_*.py")):
         rel = test.relative_to(ROOT).as_posix()
+        data = ('["tests/conftest.py", "tests/graph_cases.py", "tests/cann_fakes.py", '
+                '"tests/dump_wire.py", "tests/npu_cpu_helpers.py"]'
+                ' + glob(["tests/fakes/**/*.py", "tests/data/*"])')
+        if test.stem.startswith("test_distributed_"):
+            data += ' + glob(["tests/ranks/*.py"])'  # the rank scripts those tests launch
         out.append(
             f'py_test(\n    name = "{test.stem}",\n    srcs = ["{rel}"],\n'
-            '    data = ["tests/conftest.py", "tests/graph_cases.py", "tests/cann_fakes.py", '
-            '"tests/dump_wire.py", "tests/npu_cpu_helpers.py"]'
-            ' + glob(["tests/fakes/**/*.py", "tests/data/*"]),\n'
+            f'    data = {data},\n'
             f'    deps = [{all_libs}],\n)\n')
     for example in sorted((ROOT / "examples").glob("*.py")):
         if example.name.startswith("_"):

@@ -20,22 +20,19 @@ from npu_adapter.config import (
 )
 from npu_adapter.errors import NpuConfigError
 
-# Transcribed from spec §3 (and §3.5/§7.5 for the keys the tables mention in passing), not from
-# options.py, so a wrong default in the table fails here. None = unset without a default.
-SPEC_DEFAULTS = {
-    # §3.1
+# Transcribed from the TF Adapter's session options documentation (the defaults it lists), not
+# from options.py, so a wrong default in the table fails here. None = unset without a default.
+DOCUMENTED_DEFAULTS = {
     "use_off_line": True, "mix_compile_mode": False, "iterations_per_loop": 1,
     "enable_data_pre_proc": False, "job": "localhost", "task_index": 0,
     "lower_functional_ops": False, "in_out_pair": "", "in_out_pair_flag": True,
     "variable_placement": "Device", "frozen_variable": False, "const_input": "",
     "local_rank_id": -1, "local_device_list": "", "graph_max_parallel_model_num": 1,
-    # §3.2
     "dynamic_input": False, "dynamic_graph_execute_mode": "dynamic_execute",
     "dynamic_inputs_shape_range": "", "input_shape": "", "dynamic_dims": "",
     "dynamic_node_type": -1, "compile_hybrid_mode": None, "compile_dynamic_mode": False,
     "shape_generalization_mode": "STRICT", "jit_compile": "auto", "ac_parallel_enable": "",
     "all_tensor_not_empty": False,
-    # §3.3
     "precision_mode": None, "precision_mode_v2": None, "modify_mixlist": "",
     "op_precision_mode": "", "op_select_implmode": "", "optypelist_for_implmode": "",
     "customize_dtypes": "", "enable_reduce_precision": None, "fusion_switch_file": "",
@@ -44,7 +41,6 @@ SPEC_DEFAULTS = {
     "deterministic": 0, "oo_level": "O3", "oo_constant_folding": True,
     "optimization_switch": "", "topo_sorting_mode": None, "insert_op_file": "",
     "auto_multistream_parallel_mode": "", "aicore_num": "", "auto_tune_mode": "",
-    # §3.4
     "graph_run_mode": 1, "hcom_parallel": True, "hcom_multi_mode": False,
     "graph_memory_max_size": None, "variable_memory_max_size": None,
     "variable_format_optimize": None, "stream_max_parallel_num": "",
@@ -59,7 +55,6 @@ SPEC_DEFAULTS = {
     "experimental_logical_device_cluster_deploy_mode": "LB",
     "experimental_logical_device_id": "", "experimental_model_deploy_mode": "",
     "experimental_model_deploy_devicelist": "", "experimental_accelerate_train_mode": "",
-    # §3.5
     "enable_dump": False, "enable_dump_debug": False, "dump_path": "", "dump_step": "",
     "dump_mode": "output", "dump_debug_mode": "all", "dump_data": "tensor", "dump_layer": "",
     "enable_exception_dump": 2, "op_debug_level": None, "op_debug_config": "", "debug_dir": "",
@@ -119,9 +114,9 @@ def _quiet(func, *args, **kwargs):
 
 
 def test_every_spec_option_is_modelled_with_its_default():
-    assert set(OPTIONS_BY_NAME) == set(SPEC_DEFAULTS)
+    assert set(OPTIONS_BY_NAME) == set(DOCUMENTED_DEFAULTS)
     config = NpuConfig.from_dict({})
-    for name, default in SPEC_DEFAULTS.items():
+    for name, default in DOCUMENTED_DEFAULTS.items():
         assert getattr(config, name) == default, name
         assert type(getattr(config, name)) is type(default), name
         assert OPTIONS_BY_NAME[name].default == default, name
@@ -136,7 +131,7 @@ def test_option_kinds_follow_the_attr_fields_the_original_reads():
 def test_flags_of_the_table():
     assert {s.name for s in OPTION_SPECS if s.deprecated} == DEPRECATED
     assert {s.name for s in OPTION_SPECS if s.ours} == {
-        n for n in SPEC_DEFAULTS if n.startswith("npu_adapter_")}
+        n for n in DOCUMENTED_DEFAULTS if n.startswith("npu_adapter_")}
     assert {s.name for s in OPTION_SPECS if s.compat_only} == {
         "enable_reduce_precision", "min_group_size"}
     assert OPTIONS_BY_NAME["variable_placement"].node_attr_name == "_variable_location"
@@ -240,8 +235,8 @@ def test_empty_attr_value_reads_as_zero_value():
     ("oo_constant_folding", AttrValue(i=0), True),
 ])
 def test_options_read_only_when_type_matches(key, attr, default):
-    # spec §3: export_compile_stat checked "only when int-typed", oo_constant_folding read "only
-    # if bool-typed": another field is ignored (with a warning) and kept for round trips.
+    # As the original: export_compile_stat is read only when int-typed, oo_constant_folding only
+    # when bool-typed; another field is ignored (with a warning) and kept for round trips.
     with pytest.warns(NpuAdapterWarning, match=key):
         config = NpuConfig.from_parameter_map({key: attr})
     assert getattr(config, key) == default

@@ -124,10 +124,11 @@ def test_validate_dims_trio_errors(args, option, fragment, match):
 
 
 @pytest.mark.parametrize("text, enable_dp, expected", [
-    # spec §8.1 #28
+    # a case of the original's tests
     ("getnext:[2~3,4~5];data:[2,3],[1~2,3~4]", True, ("[2,3],[1~2,3~4]", "[2~3,4~5]")),
     ("getnext:[2~3,4~5];data:[2,3],[1~2,3~4]", False, ("[2~3,4~5],[2,3],[1~2,3~4]", "")),
-    # spec §8.1 #27: one entry + enable_dp goes to getnext; the tag itself is ignored
+    # a case of the original's tests: one entry + enable_dp goes to getnext; the tag itself is
+    # ignored
     ("getnext:[1~50, 1~50],[1~50, 1~50]", True, ("", "[1~50, 1~50],[1~50, 1~50]")),
     ("getnext:[1~50, 1~50],[1~50, 1~50]", False, ("[1~50, 1~50],[1~50, 1~50]", "")),
     ("data:[3]", True, ("", "[3]")),

@@ -1,4 +1,5 @@
-"""Cross-option rules (npu_adapter.config.rules) and the validation cases of spec §8.1 #35."""
+"""Cross-option rules (npu_adapter.config.rules) and the original's option validation cases
+(docs/options.md)."""
 
 import json
 import os
@@ -151,7 +152,7 @@ def test_compile_dynamic_mode_with_dims_trio():
 
 
 def test_dims_trio_with_mix_compile():
-    # spec §8.1 #31
+    # a case of the original's tests
     _error({**TRIO, "mix_compile_mode": True}, "input_shape", "mix_compile_mode",
            "dynamic config can not use with mix compile.")
     assert NpuConfig.from_dict({**TRIO, "mix_compile_mode": False}).dims_trio() is not None
@@ -176,7 +177,7 @@ def test_in_out_pair_requires_mix():
     pair = "[[['Variable', 'Const_1'],['Add']]]"
     config = NpuConfig.from_dict({"in_out_pair": pair, "mix_compile_mode": True})
     assert config.in_out_pairs() == [("Variable", ("Add",)), ("Const_1", ("Add",))]
-    # spec §8.1 #6
+    # a case of the original's tests
     _error({"in_out_pair": pair}, "in_out_pair", "mix_compile_mode",
            "mix_compile_mode must be True when use in_out_pair.")
     _error({"in_out_pair": pair, "mix_compile_mode": False},
@@ -186,7 +187,7 @@ def test_in_out_pair_requires_mix():
 
 @pytest.mark.parametrize("text", ["[['Variable'],['Add']]", "[]"])
 def test_in_out_pair_malformed(text):
-    # spec §8.1 #7
+    # a case of the original's tests
     _error({"in_out_pair": text, "mix_compile_mode": True}, "in_out_pair", repr(text))
 
 
@@ -202,7 +203,7 @@ def test_lazy_recompile_iterations_valid(options):
 
 
 def test_lazy_recompile_with_loop_sinking():
-    # spec §8.1 #30
+    # a case of the original's tests
     _error({"dynamic_input": True, "dynamic_graph_execute_mode": "lazy_recompile",
             "iterations_per_loop": 2},
            "dynamic_input", "dynamic_graph_execute_mode", "iterations_per_loop",
@@ -319,7 +320,7 @@ def test_profiling_default_options():
     assert NpuConfig.from_dict({"profiling_options": ""}).profiling_options == ""
 
 
-# ---- spec §8.1 #35: every validation case ------------------------------------------------
+# ---- every validation case of the original's option tests ------------------------------
 
 
 def _a_file(tmp_path):
@@ -383,21 +384,21 @@ CASES_35 = [
 
 @pytest.mark.parametrize("options, option, shown", [c[1:] for c in CASES_35],
                          ids=[c[0] for c in CASES_35])
-def test_spec_8_1_35_errors(tmp_path, options, option, shown):
+def test_original_validation_case_errors(tmp_path, options, option, shown):
     if callable(options):
         options = options(tmp_path)
     error = _error(options, option, shown)
     assert option in error.option.split(" + ") or option in str(error)
 
 
-def test_spec_8_1_35_jit_compile_wrong_attr_field():
+def test_original_validation_case_jit_compile_wrong_attr_field():
     from tensorflow.core.framework.attr_value_pb2 import AttrValue
 
     with pytest.raises(NpuConfigError, match=r"'jit_compile'.*\.s field"):
         NpuConfig.from_parameter_map({"jit_compile": AttrValue(b=True)})
 
 
-def test_spec_8_1_35_input_fusion_size_clamped():
+def test_original_validation_case_input_fusion_size_clamped():
     with pytest.warns(NpuAdapterWarning, match="input_fusion_size"):
         config = NpuConfig.from_dict({"input_fusion_size": 64 * 1024 * 1024})
     assert config.input_fusion_size == 32 * 1024 * 1024

@@ -24,7 +24,8 @@ SEED_GEARS = [((1, 1, 40, 20), (1, 20), (1, 1)),
 
 
 def seed_graph():
-    """Seed 004 §5.6: three placeholder inputs data/label/mask with the documented shapes."""
+    """CANN's TF online inference guide, dynamic dims example: three placeholder inputs
+    data/label/mask with the documented shapes."""
     g = tf.Graph()
     with g.as_default():
         data = tf1.placeholder(tf.float32, [1, 1, 40, None], name="data")
@@ -48,7 +49,7 @@ SEED_FETCHES = ["data_out:0", "label_out:0", "mask_out:0"]
 
 
 @pytest.mark.parametrize("gear", range(3))
-def test_seed_example_runs_every_gear_like_plain_tensorflow(gear):
+def test_guide_example_runs_every_gear_like_plain_tensorflow(gear):
     res = assert_rewrite_equivalent(seed_graph(), SEED_CONFIG, seed_feeds(SEED_GEARS[gear]),
                                     SEED_FETCHES)
     (cluster,) = res.clusters
@@ -56,7 +57,7 @@ def test_seed_example_runs_every_gear_like_plain_tensorflow(gear):
     assert [name for name, _ in cluster.gears[0]] == ["data:0", "label:0", "mask:0"]
 
 
-def test_seed_example_shape_in_no_gear_is_a_named_error():
+def test_guide_example_shape_in_no_gear_is_a_named_error():
     shapes = ((1, 1, 40, 30), (1, 30), (1, 1))
     with pytest.raises(tf.errors.InvalidArgumentError) as info:
         assert_rewrite_equivalent(seed_graph(), SEED_CONFIG, seed_feeds(shapes), SEED_FETCHES)
@@ -131,7 +132,7 @@ def test_malformed_shape_ranges_are_named_errors(value):
 
 # --------------------------------------------------------------------------- subgraph gears
 def subgraph_scope_graph(extra_whole_graph=False):
-    """Seed 004 §5.6 second part, with a TF computation in place of the ONNX op."""
+    """The second part of that guide's example, with a TF computation in place of the ONNX op."""
     g = tf.Graph()
     with g.as_default():
         ori = tf1.placeholder(tf.uint8, [None, None, 3], name="ori_image")

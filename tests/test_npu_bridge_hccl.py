@@ -1,11 +1,13 @@
-"""npu_bridge.hccl: the rank environment, group management and collectives on a single rank,
-and the distributed error of every entry point when RANK_SIZE > 1."""
+"""npu_bridge.hccl: the rank environment, group management and the collectives on one rank (run
+here) and at several ranks (built here; run by test_distributed_collectives.py)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.python.client.session import Session as TfSession
 
+from npu_adapter.distributed import groups
+from npu_adapter.distributed.errors import RankEnvironmentError
 from npu_adapter.errors import BackendError
 from npu_bridge import _env, _init_api
 from npu_bridge.estimator.npu import npu_optimizer
@@ -14,8 +16,6 @@ from npu_bridge.estimator.npu.npu_hook import (
     NPUBroadcastGlobalVariablesHook,
     broadcast_global_variables,
 )
-from npu_bridge.estimator.npu.npu_loss_scale_manager import FixedLossScaleManager
-from npu_bridge.estimator.npu.npu_loss_scale_optimizer import NPULossScaleOptimizer
 from npu_bridge.hccl import hccl_ops
 from npu_bridge.hccl.manage import api
 
@@ -24,10 +24,9 @@ from npu_bridge.hccl.manage import api
 def _single_rank_env(monkeypatch):
     for name in _env.RANK_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
+    groups.reset()
     yield
-    for group in sorted(api._GROUPS):
-        api._GROUPS.pop(group)
-    api._SPLIT_STRATEGIES.clear()
+    groups.reset()
 
 
 # ---- environment -----------------------------------------------------------------------------
@@ -35,7 +34,6 @@ def _single_rank_env(monkeypatch):
 
 def test_env_defaults():
     assert (_env.rank_size(), _env.rank_id(), _env.device_id()) == (1, 0, 0)
-    assert _env.require_single_rank("x") == 1
 
 
 def test_env_values(monkeypatch):
@@ -51,24 +49,24 @@ def test_env_values(monkeypatch):
 
 
 @pytest.mark.parametrize("env,function,match", [
-    ({"RANK_SIZE": "two"}, _env.rank_size, "RANK_SIZE='two' is not an integer"),
-    ({"RANK_SIZE": "1.0"}, _env.rank_size, "RANK_SIZE='1.0' is not an integer"),
-    ({"RANK_SIZE": "0"}, _env.rank_size, "RANK_SIZE='0' is out of range"),
+    ({"RANK_SIZE": "two"}, _env.rank_size, r"RANK_SIZE \('two'\): not an integer"),
+    ({"RANK_SIZE": "1.0"}, _env.rank_size, r"RANK_SIZE \('1.0'\): not an integer"),
+    ({"RANK_SIZE": "0"}, _env.rank_size, r"RANK_SIZE \('0'\): out of range"),
     ({"RANK_SIZE": "1", "CM_WORKER_SIZE": "1"}, _env.rank_size,
      "RANK_SIZE and CM_WORKER_SIZE cannot be configured at the same time"),
-    ({"RANK_ID": "1"}, _env.rank_id, "RANK_ID=1 must be smaller than the rank size 1"),
-    ({"RANK_SIZE": "4", "RANK_ID": "4"}, _env.rank_id, "RANK_ID=4 must be smaller"),
-    ({"RANK_ID": "-1"}, _env.rank_id, "RANK_ID='-1' is out of range"),
-    ({"RANK_ID": "x"}, _env.rank_id, "RANK_ID='x' is not an integer"),
-    ({"DEVICE_ID": "gpu0"}, _env.device_id, "DEVICE_ID='gpu0' is not an integer"),
-    ({"DEVICE_ID": "-2"}, _env.device_id, "DEVICE_ID='-2' is out of range"),
+    ({"RANK_ID": "1"}, _env.rank_id, "RANK_ID .*must be smaller than the rank size 1"),
+    ({"RANK_SIZE": "4", "RANK_ID": "4"}, _env.rank_id, "RANK_ID .*must be smaller"),
+    ({"RANK_ID": "-1"}, _env.rank_id, r"RANK_ID \('-1'\): out of range"),
+    ({"RANK_ID": "x"}, _env.rank_id, r"RANK_ID \('x'\): not an integer"),
+    ({"DEVICE_ID": "gpu0"}, _env.device_id, r"DEVICE_ID \('gpu0'\): not an integer"),
+    ({"DEVICE_ID": "-2"}, _env.device_id, r"DEVICE_ID \('-2'\): out of range"),
     ({"DEVICE_ID": "x"}, api.get_rank_id, "DEVICE_ID"),
-    ({"RANK_ID": "2"}, api.get_rank_size, "RANK_ID=2"),
+    ({"RANK_ID": "2"}, api.get_rank_size, "RANK_ID"),
 ])
 def test_invalid_env_values_name_the_variable(monkeypatch, env, function, match):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(RankEnvironmentError, match=match):
         function()
 
 
@@ -104,9 +102,10 @@ def test_create_and_destroy_group():
 
 
 @pytest.mark.parametrize("args,match", [
-    (("g", 2, [0, 1]), "rank_num must be 1"),
-    (("g", 1, [1]), r"rank_ids must be \[0\]"),
-    (("g", 1, 0), r"rank_ids must be \[0\]"),
+    (("g", 2, [0, 1]), "rank_num=2 must be an integer from 1 to the rank size 1"),
+    (("g", 1, [1]), r"contains 1, which is not a world rank \(0 to 0\)"),
+    (("g", 1, 0), "must be a list of world rank ids"),
+    (("g", 1, [0, 0]), "has 2 entries but rank_num=1"),
     ((api.WORLD_GROUP, 1, [0]), "is the world group"),
     (("", 1, [0]), "non-empty string"),
     (("x" * 128, 1, [0]), "longer than 127"),
@@ -231,10 +230,12 @@ def test_all_to_all_over_one_rank():
     (lambda x: hccl_ops.broadcast([x], 1), "root_rank=1 is not a rank"),
     (lambda x: hccl_ops.broadcast([x], 0, fusion=1), "fusion=1 is invalid"),
     (lambda x: hccl_ops.reduce(x, "sum", 2), "root_rank=2"),
-    (lambda x: hccl_ops.send(x, 0, 1), "dest_rank=1 .* no other rank"),
-    (lambda x: hccl_ops.receive([2], tf.float32, 0, 0), "src_rank=0 .* no other rank"),
+    (lambda x: hccl_ops.send(x, 0, 1), "dest_rank=1 is not a rank .* expected 0 to 0"),
+    (lambda x: hccl_ops.receive([2], tf.float32, 0, 0), "src_rank=0 is this rank itself"),
+    (lambda x: hccl_ops.send(x, 1.5, 0), "sr_tag must be an integer"),
 ])
 def test_collective_argument_errors(call, match):
+    """Checked as HCCL does; on one rank there is no peer for send/receive."""
     with tf.Graph().as_default(), pytest.raises(ValueError, match=match):
         call(tf.constant(1.0))
 
@@ -251,86 +252,182 @@ def test_rdma_ops_need_the_device(call):
         call()
 
 
-# ---- more than one rank ----------------------------------------------------------------------
+# ---- several ranks: what is built (the runs are in test_distributed_collectives.py) ----------
 
 
 def _opt():
     return tf.compat.v1.train.GradientDescentOptimizer(0.1)
 
 
-MULTI_RANK_ENTRY_POINTS = {
-    "allreduce": lambda: hccl_ops.allreduce(tf.constant(1.0), "sum"),
-    "allgather": lambda: hccl_ops.allgather(tf.constant(1.0), 8),
-    "broadcast": lambda: hccl_ops.broadcast([tf.constant(1.0)], 0),
-    "reduce": lambda: hccl_ops.reduce(tf.constant(1.0), "sum", 0),
-    "reduce_scatter": lambda: hccl_ops.reduce_scatter(tf.constant(1.0), "sum", 8),
-    "send": lambda: hccl_ops.send(tf.constant(1.0), 0, 1),
-    "receive": lambda: hccl_ops.receive([1], tf.float32, 0, 1),
-    "remote_read": lambda: hccl_ops.remote_read(None, tf.float32),
-    "all_to_all_v": lambda: hccl_ops.all_to_all_v([1.0], [1], [0], [1], [0]),
-    "all_to_all_v_c": lambda: hccl_ops.all_to_all_v_c([1.0], [[1]], 0),
-    "create_group": lambda: api.create_group("g", 8, list(range(8))),
-    "destroy_group": lambda: api.destroy_group("g"),
-    "get_rank_size": api.get_rank_size,
-    "get_local_rank_size": api.get_local_rank_size,
-    "get_rank_id": api.get_rank_id,
-    "get_local_rank_id": api.get_local_rank_id,
-    "get_world_rank_from_group_rank": lambda: api.get_world_rank_from_group_rank(
-        api.WORLD_GROUP, 1),
-    "get_group_rank_from_world_rank": lambda: api.get_group_rank_from_world_rank(
-        1, api.WORLD_GROUP),
-    "set_split_strategy_by_idx": lambda: api.set_split_strategy_by_idx([1]),
-    "set_split_strategy_by_size": lambda: api.set_split_strategy_by_size([100]),
-    "opt_allreduce": lambda: npu_optimizer.allreduce(tf.constant(1.0)),
-    "opt_reduce": lambda: npu_optimizer.reduce(tf.constant(1.0), 0),
-    "npu_allreduce": lambda: npu_optimizer.npu_allreduce([tf.constant(1.0)]),
-    "NPUDistributedOptimizer": lambda: npu_optimizer.NPUDistributedOptimizer(_opt()),
-    "NPUOptimizer": lambda: npu_optimizer.NPUOptimizer(_opt(), is_distributed=True),
-    "NPULossScaleOptimizer": lambda: NPULossScaleOptimizer(
-        _opt(), FixedLossScaleManager(2), is_distributed=True),
-    "KerasDistributeOptimizer": lambda: npu_optimizer.KerasDistributeOptimizer(object()),
-    "npu_distributed_optimizer_wrapper": lambda: npu_optimizer
-    .npu_distributed_optimizer_wrapper(_opt()),
-    "NPUBroadcastGlobalVariablesHook": lambda: NPUBroadcastGlobalVariablesHook(0, 0),
-    "broadcast_global_variables": lambda: broadcast_global_variables(0, 0),
-    "NPUBroadcastGlobalVariablesCallback": lambda: NPUBroadcastGlobalVariablesCallback(0),
-    "npu_hooks_append": _init_api.npu_hooks_append,
-    "npu_callbacks_append": _init_api.npu_callbacks_append,
-    "npu_tf_optimizer": lambda: _init_api.npu_tf_optimizer(_opt()),
-    "npu_keras_optimizer": lambda: _init_api.npu_keras_optimizer(object()),
-    "init_resource": _init_api.init_resource,
-}
+@pytest.fixture
+def four_ranks(monkeypatch):
+    """This process as rank 1 of 4 (graphs are built, never run: no server starts)."""
+    monkeypatch.setenv("RANK_SIZE", "4")
+    monkeypatch.setenv("RANK_ID", "1")
 
 
-@pytest.mark.parametrize("name", sorted(MULTI_RANK_ENTRY_POINTS))
-def test_more_than_one_rank_raises_backend_error(monkeypatch, name):
-    monkeypatch.setenv("RANK_SIZE", "8")
-    monkeypatch.setenv("RANK_ID", "3")
-    with tf.Graph().as_default(), pytest.raises(BackendError) as info:
-        MULTI_RANK_ENTRY_POINTS[name]()
-    message = str(info.value)
-    assert "distributed training needs" in message and "HCCL" in message
-    assert "this build runs a single rank" in message
-    for variable in ("RANK_SIZE=8", "CM_WORKER_SIZE", "RANK_ID", "DEVICE_ID"):
-        assert variable in message
+def _op_types(graph):
+    return [op.type for op in graph.get_operations() if op.type.startswith("Collective")]
 
 
-def test_cm_worker_size_is_named(monkeypatch):
-    monkeypatch.setenv("CM_WORKER_SIZE", "2")
-    with pytest.raises(BackendError, match="CM_WORKER_SIZE=2"):
-        api.get_rank_size()
-    monkeypatch.setenv("CM_WORKER_SIZE", "1")
-    assert api.get_rank_size() == 1
+def test_several_ranks_build_tensorflow_collectives(four_ranks):
+    assert (api.get_rank_size(), api.get_rank_id(), api.get_local_rank_size()) == (4, 1, 4)
+    with tf.Graph().as_default() as graph:
+        x = tf.constant(_value())
+        hccl_ops.allreduce(x, "max")
+        hccl_ops.allgather(x, 4)
+        hccl_ops.broadcast([x], 0)
+        hccl_ops.broadcast([x], 1)
+        hccl_ops.reduce_scatter(tf.zeros([8, 3]), "sum", 4)
+        hccl_ops.send(x, 3, 2)
+        hccl_ops.receive([2, 3], tf.float32, 3, 0)
+    assert _op_types(graph) == [
+        "CollectiveReduceV2", "CollectiveGatherV2", "CollectiveBcastRecvV2",
+        "CollectiveBcastSendV2", "CollectiveReduceV2", "CollectiveBcastSendV2",
+        "CollectiveBcastRecvV2"]
+    reduce_op = next(op for op in graph.get_operations() if op.type == "CollectiveReduceV2")
+    assert reduce_op.get_attr("merge_op") == b"Max" and reduce_op.name.startswith("HcomAllReduce")
+    assert reduce_op.get_attr("timeout_seconds") == 600.0
+    assert tf.get_static_value(reduce_op.inputs[1]) == 4
+    assert tf.get_static_value(reduce_op.inputs[2]) == groups.WORLD_GROUP_KEY
+
+
+def _instance_keys(build):
+    with tf.Graph().as_default() as graph:
+        build()
+    return [int(tf.get_static_value(op.inputs[3])) for op in graph.get_operations()
+            if op.type == "CollectiveReduceV2"]
+
+
+def test_instance_keys_are_deterministic_and_per_group(four_ranks):
+    def two_reductions():
+        x = tf.constant(_value())
+        hccl_ops.allreduce(x, "sum")
+        hccl_ops.allreduce(x, "sum")
+
+    first = _instance_keys(two_reductions)
+    assert first == _instance_keys(two_reductions)  # the same graph again: the same keys
+    assert len(set(first)) == 2
+    api.create_group("pair", 2, [1, 3])
+
+    def group_first():
+        x = tf.constant(_value())
+        hccl_ops.allreduce(x, "sum", group="pair")
+        hccl_ops.allreduce(x, "sum")
+        hccl_ops.allreduce(x, "sum")
+
+    # The world collectives keep their keys whatever the subgroup collectives before them.
+    assert _instance_keys(group_first)[1:] == first
+
+
+def test_dynamic_shapes_get_a_key_per_runtime_shape(four_ranks):
+    with tf.Graph().as_default() as graph:
+        hccl_ops.allreduce(tf.compat.v1.placeholder(tf.float32, [None]), "sum")
+    op = next(op for op in graph.get_operations() if op.type == "CollectiveReduceV2")
+    assert op.inputs[3].op.type != "Const"  # computed from the runtime shape
+
+
+def test_the_sum_has_a_gradient_the_others_do_not(four_ranks):
+    with tf.Graph().as_default() as graph:
+        x = tf.constant(_value())
+        grad = tf.gradients(hccl_ops.allreduce(x, "sum"), x)[0]
+        assert grad.op.type == "CollectiveReduceV2" and "/HcomAllReduceGrad/" in grad.op.name
+        with pytest.raises(LookupError, match="No gradient defined"):
+            tf.gradients(hccl_ops.allreduce(x, "max"), x)
+    assert len(_op_types(graph)) == 3
+
+
+def test_several_ranks_argument_errors(four_ranks):
+    with tf.Graph().as_default():
+        x = tf.constant(_value())
+        with pytest.raises(ValueError, match="rank_size=2 does not match the size 4"):
+            hccl_ops.allgather(x, 2)
+        with pytest.raises(ValueError, match="root_rank=4 is not a rank .* expected 0 to 3"):
+            hccl_ops.broadcast([x], 4)
+        with pytest.raises(ValueError, match="dest_rank=1 is this rank itself"):
+            hccl_ops.send(x, 0, 1)
+        with pytest.raises(ValueError, match="rank=0 is not this process's rank 1"):
+            hccl_ops.all_to_all_v_c(x, [[1] * 4] * 4, 0)
+        with pytest.raises(ValueError, match="first dimension \\(6\\) .* not divisible by "
+                                             "the group size 4"):
+            hccl_ops.reduce_scatter(tf.zeros([6]), "sum", 4)
+        with pytest.raises(TypeError, match="dtype string cannot be exchanged"):
+            hccl_ops.allgather(tf.constant(["a"]), 4)
+    with pytest.raises(ValueError, match="world rank 1, which is not in rank_ids=\\[0, 2\\]"):
+        api.create_group("g", 2, [0, 2])
+    with pytest.raises(ValueError, match="strictly ascending"):
+        api.create_group("g", 2, [3, 1])
+    api.create_group("g", 2, [1, 3])
+    assert (api.get_rank_size("g"), api.get_rank_id("g")) == (2, 0)
+    assert api.get_world_rank_from_group_rank("g", 1) == 3
+    assert api.get_group_rank_from_world_rank(3, "g") == 1
+    with pytest.raises(ValueError, match="world_rank_id=2 is not a member"):
+        api.get_group_rank_from_world_rank(2, "g")
+
+
+def test_rdma_ops_need_the_device_at_any_rank_count(four_ranks):
+    with pytest.raises(BackendError, match="RDMA"):
+        hccl_ops.remote_read(None, tf.float32)
 
 
 def test_one_rank_hooks_and_callbacks_do_nothing():
     hook = NPUBroadcastGlobalVariablesHook(0, 0)
-    assert type(hook).begin is tf.compat.v1.train.SessionRunHook.begin
-    with pytest.raises(ValueError, match="root_rank=1"):
+    with tf.Graph().as_default():
+        hook.begin()
+        assert hook._bcast_op is None
+        assert broadcast_global_variables(0).type == "NoOp"
+    with pytest.raises(ValueError, match="root_rank=1 is not a rank"):
         NPUBroadcastGlobalVariablesHook(1, 0)
     callback = NPUBroadcastGlobalVariablesCallback(0)
     assert isinstance(callback, tf.keras.callbacks.Callback)
-    with pytest.raises(ValueError, match="root_rank=2"):
+    callback.on_batch_begin(0)
+    assert callback.broadcast_done
+    with pytest.raises(ValueError, match="root_rank=2 is not a rank"):
         NPUBroadcastGlobalVariablesCallback(2)
-    with tf.Graph().as_default():
-        assert broadcast_global_variables(0, 0).type == "NoOp"
+
+
+def test_broadcast_hook_at_several_ranks_assigns_every_variable(four_ranks):
+    with tf.Graph().as_default() as graph:
+        tf.compat.v1.get_variable("w", [2, 3])
+        tf.compat.v1.get_variable("flags", initializer=[True, False], use_resource=True)
+        tf.compat.v1.train.get_or_create_global_step()
+        hook = NPUBroadcastGlobalVariablesHook(2, 1)
+        hook.begin()
+    assert hook._bcast_op is not None
+    assert _op_types(graph) == ["CollectiveBcastRecvV2"] * 3
+
+
+def test_npu_init_helpers_at_several_ranks(four_ranks):
+    hooks = _init_api.npu_hooks_append()
+    assert isinstance(hooks[0], NPUBroadcastGlobalVariablesHook)
+    opt = _init_api.npu_tf_optimizer(_opt())
+    assert isinstance(opt, npu_optimizer.NPUDistributedOptimizer)
+
+
+def test_keras_distribute_optimizer_applies_averaged_gradients_at_one_rank():
+    from npu_bridge.estimator.npu.npu_optimizer import KerasDistributeOptimizer
+
+    inner = tf.keras.optimizers.SGD(learning_rate=0.5)
+    config = inner.get_config()
+    wrapped = KerasDistributeOptimizer(inner)
+    assert wrapped is inner and isinstance(inner, (KerasDistributeOptimizer,
+                                                   tf.keras.optimizers.SGD))
+    assert KerasDistributeOptimizer(wrapped) is wrapped
+    var = tf.Variable([1.0, 2.0])
+    wrapped.apply_gradients([(tf.constant([0.2, -0.4]), var)])
+    np.testing.assert_allclose(var.numpy(), [0.9, 2.2], rtol=1e-6)
+    assert wrapped.get_config() == config
+
+
+def test_gen_hccl_ops_builds_the_same_collectives_at_one_rank():
+    from npu_bridge.hccl import hccl_ops
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant([1.0, -2.0])
+        outputs = [hccl_ops.gen_hccl_ops.hcom_all_reduce(x, "sum"),
+                   hccl_ops.gen_hccl_ops.hcom_all_gather(x, 1),
+                   hccl_ops.gen_hccl_ops.hcom_broadcast([x], 0)[0]]
+        with tf.compat.v1.Session(graph=g) as sess:
+            for value in sess.run(outputs):
+                np.testing.assert_array_equal(value, [1.0, -2.0])

@@ -316,8 +316,8 @@ def test_optimizer_helpers():
     opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)
     wrapped = _init_api.npu_tf_optimizer(opt)
     assert isinstance(wrapped, NPUDistributedOptimizer) and wrapped._opt is opt
-    keras_opt = object()
-    assert _init_api.npu_keras_optimizer(keras_opt) is keras_opt
+    keras_opt = tf.keras.optimizers.SGD(0.1)
+    assert _init_api.npu_keras_optimizer(keras_opt) is keras_opt  # made distributed in place
 
 
 # ---- hooks -----------------------------------------------------------------------------------

@@ -198,7 +198,7 @@ def test_get_ranksize(monkeypatch):
     monkeypatch.delenv("RANK_SIZE")
     assert util.get_ranksize() == "4"
     monkeypatch.setenv("CM_WORKER_SIZE", "four")
-    with pytest.raises(ValueError, match="CM_WORKER_SIZE='four' is not an integer"):
+    with pytest.raises(ValueError, match=r"CM_WORKER_SIZE \('four'\): not an integer"):
         util.get_ranksize()
 
 

@@ -1,4 +1,5 @@
-"""Op-support lists: loading (spec §2.4.1), the bundled default list, the per-op predicate."""
+"""Op-support lists: loading (docs/original-adapter.md, 4), the bundled default list, the per-op
+predicate."""
 
 import json
 import os

@@ -1,6 +1,6 @@
 """Bad input for partitioning: every failure is a named error and leaves the input untouched.
 
-(The malformed in_out_pair strings of spec §8.1 #7 are in test_partition_scenarios.py; these are
+(The malformed in_out_pair strings are in test_partition_scenarios.py; these are
 further shapes of bad input, each also checked for "nothing half-rewritten".)
 """
 

@@ -300,8 +300,8 @@ def test_v1_while_loop_with_a_host_node_stays_wholly_on_host():
 
 
 def _if_graph(branch_op="Greater"):
-    """Spec §8.1 #15: _Arg → Greater(·, Const) → If(Greater, _Arg) → _Retval with branches that
-    use Const/Greater (and an If in the else branch)."""
+    """A scenario of the original's tests: _Arg → Greater(·, Const) → If(Greater, _Arg) →
+    _Retval with branches that use Const/Greater (and an If in the else branch)."""
     from tensorflow.core.framework import function_pb2
 
     def branch(name, op):
@@ -407,8 +407,8 @@ def test_17_unary_ops_composition_runs_on_cpu():
 
 # --------------------------------------------------------------------------- 20-25
 def _save_graph():
-    """Spec §8.1 #20: three variables saved by SaveV2 (unsupported); the filename chain; a
-    control_dependency Identity after SaveV2."""
+    """A scenario of the original's tests: three variables saved by SaveV2 (unsupported); the
+    filename chain; a control_dependency Identity after SaveV2."""
     b = GraphBuilder()
     for v in ("v1", "v2", "v3"):
         b.op("VariableV2", v, dtype=tf.float32, shape=[2], container="", shared_name="")
@@ -444,7 +444,7 @@ def test_20_full_offload_merges_independent_clusters(backend):
 
 
 def _momentum_graph(without_middle=True):
-    """Spec §8.1 #21: a MatMul/Momentum training step; the middle AddV2 under
+    """A scenario of the original's tests: a MatMul/Momentum training step; the middle AddV2 under
     without_npu_compile_scope splits it into two clusters in mix mode."""
     g = tf.Graph()
     with g.as_default():

@@ -23,6 +23,7 @@ from npu_adapter.cli.convert_cmd import add_convert_command
 from npu_adapter.cli.doctor_cmd import add_doctor_command
 from npu_adapter.cli.dump_cmd import add_dump_command
 from npu_adapter.cli.inspect_cmd import add_inspect_command
+from npu_adapter.cli.launch_cmd import add_launch_command
 from npu_adapter.cli.numerics_cmd import add_numerics_command
 from npu_adapter.cli.options_cmd import add_options_command
 from npu_adapter.errors import NpuAdapterError
@@ -31,7 +32,7 @@ __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "build_parser", 
            "parse_option_value"]
 
 COMMANDS = [add_options_command, add_inspect_command, add_convert_command,
-            add_numerics_command, add_doctor_command, add_dump_command]
+            add_numerics_command, add_doctor_command, add_dump_command, add_launch_command]
 """Functions that each add one subcommand to the sub-parsers of :func:`build_parser`."""
 
 

@@ -16,7 +16,7 @@ from npu_adapter.graph.names import parse_input
 __all__ = ["GraphView", "LOOP_BACK_EDGE_OPS"]
 
 # Edges leaving these ops are the back edges of TF1 while loops; the original partitioner skips
-# them when it looks for cycles (spec §2.6), and so do we.
+# them when it looks for cycles (docs/original-adapter.md, 6), and so do we.
 LOOP_BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 

@@ -1,6 +1,6 @@
 """What a dumped graph contains: content levels and FunctionDef → GraphDef conversion.
 
-Content levels follow GE's ``DUMP_GE_GRAPH`` (seed 004 §7.4.6):
+Content levels follow GE's ``DUMP_GE_GRAPH`` (docs/original-adapter.md, 12):
 
 1. full: the GraphDef as it is;
 2. without weights: every tensor-valued attribute (``Const`` values, and any other ``tensor`` or

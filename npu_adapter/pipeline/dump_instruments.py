@@ -1,6 +1,7 @@
 """Dump instruments: the per-pass tree and the original's ``PRINT_MODEL`` files.
 
-Dumps are written around passes, never inside them (DESIGN §6). Both instruments apply the
+Dumps are written around passes, never inside them (so that passes stay pure functions).
+Both instruments apply the
 content level (``DUMP_GE_GRAPH``) and the count level (``DUMP_GRAPH_LEVEL``) of
 :mod:`npu_adapter.pipeline.dump_settings`. Text is deterministic (``to_text``: attributes sorted
 by key, nodes in GraphDef order) and every file-name part is sanitised, so nothing is written
@@ -133,7 +134,8 @@ class PassDumpInstrument(PassInstrument):
 
 
 class CompatDumpInstrument(PassInstrument):
-    """The files the original writes with ``PRINT_MODEL=1`` (spec §5.2), for one rewrite.
+    """The files the original writes with ``PRINT_MODEL=1`` (docs/original-adapter.md, 12),
+    for one rewrite.
 
     ``BeforeSubGraph_<n>.pbtxt`` is the graph the pipeline received, ``AfterSubGraph_<n>.pbtxt``
     the graph after ``encapsulate`` (``GeOp`` nodes and their functions, as the original's

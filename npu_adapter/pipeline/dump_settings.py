@@ -1,7 +1,7 @@
 """The environment variables that control graph dumps, read once per rewrite.
 
-The original adapter and GE read these (spec §5, seed 004 §7.4.6–7.4.7); we apply them to our own
-dumps:
+The original adapter and GE read these (docs/original-adapter.md, 12; CANN's TF online
+inference guide, graph dumps); we apply them to our own dumps:
 
 ``PRINT_MODEL``
     ``"1"`` writes the original's file names (``BeforeSubGraph_<n>.pbtxt``,

@@ -1,10 +1,11 @@
 """Graph-level configuration: gating and the settings carried by node attributes.
 
-Two things decide how the original adapter treats a graph besides the session options (spec §2.1,
-§2.3): whether it touches the graph at all (gating), and graph-level settings stamped on nodes by
-``set_graph_exec_config`` (``_graph_dynamic_input`` and friends), which override the session's
-dynamic options. :func:`read_graph_config` computes both from a GraphView and the NpuConfig; every
-pass that needs them calls it (it is linear and cheap), so no pass depends on another pass's info.
+Two things decide how the original adapter treats a graph besides the session options
+(docs/original-adapter.md, 1 and 3): whether it touches the graph at all (gating), and graph-level
+settings stamped on nodes by ``set_graph_exec_config`` (``_graph_dynamic_input`` and friends), which
+override the session's dynamic options. :func:`read_graph_config` computes both from a GraphView and
+the NpuConfig; every pass that needs them calls it (it is linear and cheap), so no pass depends on
+another pass's info.
 """
 
 import dataclasses
@@ -29,7 +30,8 @@ class GraphConfig:
             ``no_need_optimize`` or ``already_rewritten``.
         dynamic_input: effective dynamic_input (graph-level attrs override the session).
         dynamic_graph_execute_mode: effective mode (``dynamic_execute`` or ``lazy_recompile``).
-        data_inputs_shape_range / getnext_inputs_shape_range: routed shape ranges (spec §2.3).
+        data_inputs_shape_range / getnext_inputs_shape_range: routed shape ranges
+            (docs/original-adapter.md, 3).
         graph_level_dynamic: True when a node carried ``_graph_dynamic_input``.
         train_graph: the fetch's ``_is_train_graph`` (None when absent).
         recompute_mode: the fetch's ``_recompute_mode`` ("" when absent).
@@ -37,7 +39,8 @@ class GraphConfig:
         data_format: first non-empty ``data_format`` attr of an op node, else ``"ND"``.
         enable_dp: enable_data_pre_proc and the graph has an IteratorGetNext.
         getnext_count: number of IteratorGetNext nodes.
-        is_dynamic_getnext: lazy_recompile with enable_dp and a GetNext (spec §2.6).
+        is_dynamic_getnext: lazy_recompile with enable_dp and a GetNext
+            (docs/original-adapter.md, 10).
     """
 
     skip_reason: object = None

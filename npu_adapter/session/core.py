@@ -32,6 +32,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
+from npu_adapter import distributed
 from npu_adapter.errors import RewriteError
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
 from npu_adapter.session.loop import install_loop, loop_target
@@ -183,6 +184,8 @@ class _NpuSessionMixin:
         """``BaseSession.__init__`` of every session while :func:`~npu_adapter.session.install`
         is in effect: parse the options, then open TensorFlow's session on the right graph."""
         graph = self._npu_init(graph, config)
+        # A rank of a multi-rank job runs its sessions on its TensorFlow server.
+        target, config = distributed.session_target(target, config)
         _BASE["__init__"](self, target, graph, config)
 
     def _npu_init(self, graph, config):
@@ -667,6 +670,7 @@ class NpuSession(_NpuSessionMixin, ORIGINAL_CLASSES["Session"]):
 
     def __init__(self, target="", graph=None, config=None):
         tf_graph = self._npu_init(graph, config)  # validate options before a session exists
+        target, config = distributed.session_target(target, config)  # a rank: its own server
         super().__init__(target, tf_graph, config)
 
 
@@ -682,4 +686,5 @@ class NpuInteractiveSession(_NpuSessionMixin, ORIGINAL_CLASSES["InteractiveSessi
 
     def __init__(self, target="", graph=None, config=None):
         tf_graph = self._npu_init(graph, config)
+        target, config = distributed.session_target(target, config)
         super().__init__(target, tf_graph, config)

@@ -8,9 +8,12 @@ training hooks of the original: an
 :class:`~npu_bridge.estimator.npu.npu_hook.NPUCheckpointSaverHook` when checkpoints are saved
 by steps or seconds, and, for ``iterations_per_loop`` > 1, a
 :class:`~npu_bridge.estimator.npu.npu_hook.SetIterationsVarHook` with the train op grouped as
-``IterationOp``. (The broadcast hook of the original is needed only with several ranks, which
-this build does not run; the host-call outfeed of ``NPUEstimatorSpec(host_call=...)`` needs the
-device and raises ``NotImplementedError``; the CSA job file ``job_start_file`` is not read.)
+``IterationOp``, and, with more than one rank, an
+:class:`~npu_bridge.estimator.npu.npu_hook.NPUBroadcastGlobalVariablesHook` from rank 0 (ranks
+start from rank 0's initial variables). The estimator's sessions connect to the rank's server
+like every session of a rank (:mod:`npu_adapter.distributed`). (The host-call outfeed of
+``NPUEstimatorSpec(host_call=...)`` needs the device and raises ``NotImplementedError``; the CSA
+job file ``job_start_file`` is not read.)
 
 TensorFlow 2.16 removed ``tf.estimator``: there ``NPUEstimator`` and ``NPUEstimatorSpec`` exist
 but raise ``ImportError`` when used, saying what to do instead.
@@ -20,12 +23,17 @@ import inspect
 
 import tensorflow as tf
 
+from npu_bridge import _env
 from npu_bridge.estimator.npu.npu_config import (
     HAS_TF_ESTIMATOR,
     NPURunConfig,
     npu_run_config_to_config_proto,
 )
-from npu_bridge.estimator.npu.npu_hook import NPUCheckpointSaverHook, SetIterationsVarHook
+from npu_bridge.estimator.npu.npu_hook import (
+    NPUBroadcastGlobalVariablesHook,
+    NPUCheckpointSaverHook,
+    SetIterationsVarHook,
+)
 from npu_bridge.estimator.npu.npu_saver import NPUSaver
 
 __all__ = ["NO_ESTIMATOR_MESSAGE", "NPUEstimator", "NPUEstimatorSpec", "no_check_override"]
@@ -127,6 +135,9 @@ if HAS_TF_ESTIMATOR:
                 raise RuntimeError("estimator_spec used by NPU train must have type "
                                    f"`NPUEstimatorSpec` or `EstimatorSpec`. Got {type(spec)}")
             hooks = []
+            env = _env.current()
+            if env.rank_size > 1:
+                hooks.append(NPUBroadcastGlobalVariablesHook(0, env.rank_id))
             if run_config.save_checkpoints_steps or run_config.save_checkpoints_secs:
                 saver = None
                 scaffold = spec.scaffold if spec.scaffold and spec.scaffold.saver else None

@@ -1,12 +1,12 @@
-"""Session hooks of the NPU estimator API (``npu_bridge.estimator.npu.npu_hook``, spec §7.7).
+"""Session hooks of the NPU estimator API (``npu_bridge.estimator.npu.npu_hook``).
 
 Pure-Python hooks: :class:`SetIterationsVarHook`, :class:`NPUOutputTensorHook`,
 :class:`TellMeStepOrLossHook`, :class:`NPUCheckpointSaverHook`, :class:`NPUShutDownHook` (runs
 the ``NPUShutdown`` marker op at the end).
 
-:class:`NPUBroadcastGlobalVariablesHook` broadcasts the variables from the root rank. On the
-single rank this build runs, that broadcast is the identity, so the hook does nothing; with
-``RANK_SIZE`` > 1 constructing it raises :class:`~npu_adapter.errors.BackendError`.
+:class:`NPUBroadcastGlobalVariablesHook` broadcasts the global variables from the root rank once
+the session exists, so every rank starts from the root's initial values (with one rank it does
+nothing).
 
 The outfeed hooks (``NPULogOutfeedSessionHook``, ``NPUInfeedOutfeedSessionHook``) read a device
 channel and raise ``NotImplementedError`` when constructed.
@@ -18,7 +18,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from npu_bridge import _env
+from npu_adapter.distributed import collectives, groups
 from npu_bridge.estimator import npu_ops
 from npu_bridge.estimator.npu import util
 
@@ -64,31 +64,61 @@ class NPUShutDownHook(_SessionRunHook):
         session.run(self._shutdown_npu_op)
 
 
-def broadcast_global_variables(root_rank, index):
-    """An op broadcasting every global variable from ``root_rank``; on one rank a no-op
-    (``BackendError`` with more than one rank)."""
-    _env.require_single_rank("broadcast_global_variables")
-    if root_rank not in (None, 0):
-        raise ValueError(f"root_rank={root_rank!r}; this build runs a single rank whose id is 0")
-    return tf.no_op(name="broadcast_global_variables")
+def _check_root(root_rank, entry):
+    """The root's world rank: ``root_rank`` (None means 0), validated against the rank size."""
+    world = groups.get_group(groups.WORLD_GROUP, entry)
+    root = 0 if root_rank is None else root_rank
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < world.size:
+        raise ValueError(f"{entry}: root_rank={root_rank!r} is not a rank; expected 0 to "
+                         f"{world.size - 1}")
+    return world, root
+
+
+def broadcast_variables(variables, root_rank, entry="broadcast_global_variables"):
+    """An op giving every variable of ``variables`` the value it has on ``root_rank`` (a no-op
+    with one rank). Variables of a dtype the collectives cannot move (strings, resources) are
+    left alone."""
+    world, root = _check_root(root_rank, entry)
+    if world.size == 1:
+        return tf.no_op(name="broadcast_global_variables")
+    assigns = []
+    with tf.name_scope("broadcast_global_variables"):
+        for var in variables:
+            dtype = var.dtype.base_dtype
+            if dtype in (tf.string, tf.resource, tf.variant) or dtype.is_complex:
+                continue
+            value = collectives.broadcast(tf.convert_to_tensor(var), world, root)
+            assigns.append(tf.compat.v1.assign(var, value) if not hasattr(var, "assign")
+                           else var.assign(value))
+    return tf.group(*assigns, name="broadcast_global_variables")
+
+
+def broadcast_global_variables(root_rank):
+    """An op broadcasting every global variable from ``root_rank``; a no-op with one rank."""
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
 
 
 class NPUBroadcastGlobalVariablesHook(_SessionRunHook):
-    """Broadcast the initial variables from ``root_rank`` to all ranks.
-
-    With one rank every rank already has the root's values, so the hook does nothing. More
-    than one rank (``RANK_SIZE``/``CM_WORKER_SIZE`` > 1) raises
-    :class:`~npu_adapter.errors.BackendError` here, when the hook is built; ``root_rank`` must
-    be None or 0 (ValueError).
+    """Broadcast the initial global variables from ``root_rank`` (None means 0) to all ranks
+    right after the session is created (after the initializers ran or the checkpoint was
+    restored). With one rank the hook does nothing.
     """
 
     def __init__(self, root_rank=None, index=None):
-        _env.require_single_rank("NPUBroadcastGlobalVariablesHook")
-        if root_rank not in (None, 0) or isinstance(root_rank, bool):
-            raise ValueError(f"NPUBroadcastGlobalVariablesHook: root_rank={root_rank!r}; this "
-                             "build runs a single rank whose id is 0")
-        self._root_rank = root_rank
+        self._world, self._root_rank = _check_root(root_rank, "NPUBroadcastGlobalVariablesHook")
         self._index = index
+        self._bcast_op = None
+
+    def begin(self):
+        """Build the broadcast op in the session's graph."""
+        graph = tf.compat.v1.get_default_graph()
+        if self._world.size > 1 and (self._bcast_op is None or self._bcast_op.graph is not graph):
+            self._bcast_op = broadcast_global_variables(self._root_rank)
+
+    def after_create_session(self, session, coord):
+        """Run the broadcast."""
+        if self._bcast_op is not None:
+            session.run(self._bcast_op)
 
 
 class NPUCheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
@@ -187,7 +217,7 @@ class NPUOutputTensorHook(tf.compat.v1.train.LoggingTensorHook):
 class TellMeStepOrLossHook(_SessionRunHook):
     """Report the current step and total steps, or the current loss and target loss, through
     the environment (``STEP_NOW``/``TOTAL_STEP``, ``LOSS_NOW``/``TARGET_LOSS``), which the
-    GeOp's accelerate-train logic reads (spec §7.7, seed 003).
+    GeOp's accelerate-train logic reads (the TF Adapter documentation of the hook).
 
     ``step``/``loss`` are tensor names (or tensors; a resource variable's handle such as a TF2
     ``global_step:0`` is read as the variable's value). ``ValueError`` if both are None, if

@@ -4,17 +4,22 @@
 gradients by it, applies them only when they are all finite, and lets the manager update the
 scale. The original detects overflow with the NPU float-status ops (``NpuAllocFloatStatus``,
 ``NpuGetFloatStatus``, ``NpuClearFloatStatus``), which flag any overflow on the device during the
-step; here the check is ``tf.math.is_finite`` on every gradient, which on the host catches the
-same inf/nan results once they reach the gradients (an overflow in an intermediate value that
-never reaches a gradient is not seen).
+step; here the check is ``tf.math.is_finite`` on every gradient, computed in the graph, which
+catches the same inf/nan results once they reach the gradients (an fp16 overflow anywhere in the
+backward pass does; an overflow in a value that never reaches a gradient is not seen).
+
+With ``is_distributed`` the overflow flag is all-reduced (max) over the world group before the
+decision, as the original all-reduces the float status: an overflow on one rank skips the step
+and updates the loss scale on every rank, so the ranks' weights and scales stay identical.
 """
 
 import tensorflow as tf
 
-from npu_bridge import _env
+from npu_adapter.distributed import collectives, groups
+from npu_bridge._kernels.gen import gen_npu_ops  # noqa: F401 - a module attribute of the original
 from npu_bridge.estimator.npu.npu_loss_scale_manager import LossScaleManager
 
-__all__ = ["NPULossScaleOptimizer", "all_finite", "down_scale", "scaled_loss"]
+__all__ = ["NPULossScaleOptimizer", "agreed_finite", "all_finite", "down_scale", "scaled_loss"]
 
 _Optimizer = tf.compat.v1.train.Optimizer
 
@@ -53,11 +58,26 @@ def all_finite(grads):
     return tf.reduce_all(tf.stack(checks), name="is_overall_finite")
 
 
-def apply_if_finite(optimizer, grads_and_vars, loss_scale_manager, global_step, name):
-    """Apply ``grads_and_vars`` with ``optimizer`` only when they are all finite, and update the
-    loss scale; one grouped op."""
+def agreed_finite(finite, distributed):
+    """``finite`` (a bool scalar) or, when ``distributed``, True only if it is True on every
+    rank of the world group (an all-reduce max of the overflow flag)."""
+    if not distributed:
+        return finite
+    world = groups.get_group(groups.WORLD_GROUP, "is_distributed loss scaling")
+    if world.size == 1:
+        return finite
+    with tf.name_scope("overflow_status"):
+        overflow = tf.cast(tf.logical_not(finite), tf.int32)
+        any_overflow = collectives.all_reduce(overflow, world, "max", name="HcomAllReduce")
+        return tf.equal(any_overflow, 0, name="is_overall_finite")
+
+
+def apply_if_finite(optimizer, grads_and_vars, loss_scale_manager, global_step, name,
+                    distributed=False):
+    """Apply ``grads_and_vars`` with ``optimizer`` only when they are all finite (on every rank
+    when ``distributed``), and update the loss scale; one grouped op."""
     grads_and_vars = list(grads_and_vars)
-    finite = all_finite([grad for grad, _ in grads_and_vars])
+    finite = agreed_finite(all_finite([grad for grad, _ in grads_and_vars]), distributed)
 
     def apply():
         with tf.control_dependencies([optimizer.apply_gradients(grads_and_vars, global_step,
@@ -94,10 +114,9 @@ class NPULossScaleOptimizer(WrappingOptimizer):
     """Loss scaling around ``opt`` (a ``tf.compat.v1.train.Optimizer``) with a
     :class:`~npu_bridge.estimator.npu.npu_loss_scale_manager.LossScaleManager`.
 
-    ``is_distributed`` aggregates the overflow status over ranks in the original; with one rank
-    there is nothing to aggregate, and more than one raises
-    :class:`~npu_adapter.errors.BackendError`. A manager whose ``get_enable_overflow_check()``
-    is False makes every step apply its gradients.
+    ``is_distributed`` makes the ranks agree on overflow (see the module doc); it does not
+    average the gradients (wrap an ``NPUDistributedOptimizer`` for that). A manager whose
+    ``get_enable_overflow_check()`` is False makes every step apply its gradients.
     """
 
     def __init__(self, opt, loss_scale_manager, is_distributed=False):
@@ -108,8 +127,6 @@ class NPULossScaleOptimizer(WrappingOptimizer):
             raise TypeError("loss_scale_manager must be a FixedLossScaleManager or "
                             "ExponentialUpdateLossScaleManager, got "
                             f"{type(loss_scale_manager).__name__}")
-        if is_distributed:
-            _env.require_single_rank("NPULossScaleOptimizer(is_distributed=True)")
         self._opt = opt
         self._loss_scale_manager = loss_scale_manager
         self._is_distributed = is_distributed
@@ -132,4 +149,4 @@ class NPULossScaleOptimizer(WrappingOptimizer):
             return tf.group(self._opt.apply_gradients(grads_and_vars, global_step, name),
                             self._loss_scale_manager.update_loss_scale(tf.constant(True)))
         return apply_if_finite(self._opt, grads_and_vars, self._loss_scale_manager, global_step,
-                               name)
+                               name, distributed=self._is_distributed)

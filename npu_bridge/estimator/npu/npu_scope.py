@@ -1,4 +1,4 @@
-"""Scopes that tag the ops created inside them (``npu_bridge.estimator.npu.npu_scope``, §7.3).
+"""Scopes that tag the ops created inside them (``npu_bridge.estimator.npu.npu_scope``).
 
 Each attribute scope adds node attributes to every op created inside it through the default
 graph's ``_attr_scope`` (ops created outside are untouched; nested scopes combine):

@@ -1,0 +1,3 @@
+"""HCCL rank and group management; see :mod:`hccl.manage.api`."""
+
+__all__ = ["api"]

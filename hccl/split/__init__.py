@@ -1,0 +1,3 @@
+"""HCCL gradient split strategies; see :mod:`hccl.split.api`."""
+
+__all__ = ["api"]
