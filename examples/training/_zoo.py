@@ -58,6 +58,18 @@ def npu_session_config(iterations_per_loop=1, npu=True, **options):
     return config
 
 
+def without_npu_optimizer(config):
+    """A copy of ``config`` without its ``NpuOptimizer`` entry: the same session settings
+    (Grappler optimizer list, remapping, ...) on plain TensorFlow."""
+    plain = tf1.ConfigProto()
+    plain.CopyFrom(config)
+    optimizers = plain.graph_options.rewrite_options.custom_optimizers
+    kept = [o for o in optimizers if o.name != "NpuOptimizer"]
+    del optimizers[:]
+    optimizers.extend(kept)
+    return plain
+
+
 def training_geops(graph):
     """The GeOps that hold a training step among the rewrites of every session run on
     ``graph`` (TensorFlow's own sessions included): a sorted list of dicts with the cluster
