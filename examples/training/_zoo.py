@@ -13,10 +13,12 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # run-to-run reproducible CPU kernels
 
+# First: every session TensorFlow opens becomes an NPU session, and on TensorFlow >= 2.16
+# tf.compat.v1.layers (the fused RNN layers) get Keras 2 (TF_USE_LEGACY_KERAS before TF).
+import npu_bridge  # noqa: E402,F401,I001
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-import npu_bridge  # noqa: E402,F401  (every session TensorFlow opens becomes an NPU session)
 
 tf1 = tf.compat.v1
 
@@ -73,31 +75,44 @@ def without_npu_optimizer(config):
 def training_geops(graph):
     """The GeOps that hold a training step among the rewrites of every session run on
     ``graph`` (TensorFlow's own sessions included): a sorted list of dicts with the cluster
-    name, its member count, the optimizer ops it holds, and the ``IterationOp`` when the run
-    sinks ``iterations_per_loop`` steps into one ``Session.run``."""
+    name, its member count, the optimizer ops it holds (also inside the functions its members
+    call, e.g. the branches of a ``tf.cond``), and the ``IterationOp`` when the run sinks
+    ``iterations_per_loop`` steps into one ``Session.run``."""
     from npu_adapter.session.shadow import ShadowGraph
 
+    functions = {f.signature.name: f for f in graph.as_graph_def().library.function}
     found = {}
     for signature in list(ShadowGraph.for_graph(graph).signatures.values()):
         result = signature.result
         if result is None:
             continue
         for cluster, members in result.membership().items():
-            applies = sorted({graph.get_operation_by_name(m).type for m in members
-                              if _is_apply(graph, m)})
+            applies = set()
+            for name in members:
+                try:
+                    node_def = graph.get_operation_by_name(name).node_def
+                except KeyError:
+                    continue
+                applies.update(_apply_types(node_def, functions, set()))
             if applies:
                 key = (cluster, signature.loop)
-                found[key] = {"cluster": cluster, "size": len(members), "applies": applies,
-                              "loop": signature.loop}
+                found[key] = {"cluster": cluster, "size": len(members),
+                              "applies": sorted(applies), "loop": signature.loop}
     return [found[k] for k in sorted(found, key=lambda k: (k[0], k[1] or ""))]
 
 
-def _is_apply(graph, name):
-    try:
-        op_type = graph.get_operation_by_name(name).type
-    except KeyError:
-        return False
-    return op_type.startswith(_APPLY_PREFIXES)
+def _apply_types(node_def, functions, seen):
+    """Optimizer op types of ``node_def`` and of the functions it calls, recursively."""
+    types = {node_def.op} if node_def.op.startswith(_APPLY_PREFIXES) else set()
+    for value in node_def.attr.values():
+        names = [value.func.name] if value.HasField("func") else \
+            [f.name for f in value.list.func]
+        for name in names:
+            if name in functions and name not in seen:
+                seen.add(name)
+                for inner in functions[name].node_def:
+                    types.update(_apply_types(inner, functions, seen))
+    return types
 
 
 def variable_values(graph, sess, collection=tf1.GraphKeys.GLOBAL_VARIABLES):
