@@ -15,10 +15,10 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # run-to-run reproducible C
 
 # First: every session TensorFlow opens becomes an NPU session, and on TensorFlow >= 2.16
 # tf.compat.v1.layers (the fused RNN layers) get Keras 2 (TF_USE_LEGACY_KERAS before TF).
-import npu_bridge  # noqa: E402,F401,I001
+import npu_bridge  # noqa: F401, I001
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
 tf1 = tf.compat.v1
 

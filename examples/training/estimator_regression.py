@@ -15,10 +15,8 @@ import sys
 
 if __package__ in (None, ""):
     sys.path.insert(0, __import__("os").path.dirname(__file__))
-from _zoo import (  # noqa: E402
-    quiet, report, same_bits, tf, tf1, training_geops, without_npu_optimizer)
-
-import numpy as np  # noqa: E402
+import numpy as np
+from _zoo import quiet, report, same_bits, tf, tf1, training_geops, without_npu_optimizer
 
 FEATURES, HIDDEN = 8, 16
 
@@ -99,9 +97,13 @@ def make_estimator(npu, model_dir, iterations_per_loop, params, recorder):
     def recorded_model_fn(features, labels, mode, params):
         return model_fn(features, labels, mode, params, training_hooks=[recorder])
 
-    common = dict(model_dir=model_dir, tf_random_seed=1234, save_checkpoints_steps=None,
-                  save_checkpoints_secs=3600, save_summary_steps=0, log_step_count_steps=None)
-    from npu_bridge.estimator.npu.npu_config import NPURunConfig, npu_run_config_to_config_proto
+    common = {"model_dir": model_dir, "tf_random_seed": 1234, "save_checkpoints_steps": None,
+              "save_checkpoints_secs": 3600, "save_summary_steps": 0,
+              "log_step_count_steps": None}
+    from npu_bridge.estimator.npu.npu_config import (
+        NPURunConfig,
+        npu_run_config_to_config_proto,
+    )
     from npu_bridge.estimator.npu.npu_estimator import NPUEstimator
 
     config = NPURunConfig(iterations_per_loop=iterations_per_loop,
@@ -145,7 +147,7 @@ def main(npu=True, model_dir=None, iterations_per_loop=5, loops=4, batch_size=16
         if owned:
             tmp.cleanup()
     return {"losses": recorder.losses, "steps": recorder.steps, "weights": weights,
-            "metrics": {k: v for k, v in metrics.items()},
+            "metrics": dict(metrics.items()),
             "steps_per_run": iterations_per_loop if npu else 1, "geops": geops}
 
 

@@ -17,10 +17,8 @@ import sys
 
 if __package__ in (None, ""):
     sys.path.insert(0, __import__("os").path.dirname(__file__))
-from _zoo import (  # noqa: E402
-    quiet, report, tf, tf1, training_geops, without_npu_optimizer)
-
-import numpy as np  # noqa: E402
+import numpy as np
+from _zoo import quiet, report, tf, tf1, training_geops, without_npu_optimizer
 
 FEATURES, HIDDEN, CLASSES = 10, 24, 3
 
@@ -79,8 +77,8 @@ def run_estimator(npu, model_dir, iterations_per_loop, loops, batch_size, sample
 
     keras = keras_module()
     model = build_keras_model(keras)
-    common = dict(tf_random_seed=1234, save_checkpoints_steps=None, save_checkpoints_secs=3600,
-                  save_summary_steps=0, log_step_count_steps=None)
+    common = {"tf_random_seed": 1234, "save_checkpoints_steps": None, "save_checkpoints_secs": 3600,
+              "save_summary_steps": 0, "log_step_count_steps": None}
     npu_config = NPURunConfig(model_dir=model_dir, iterations_per_loop=iterations_per_loop,
                               **common)
     if npu:

@@ -6,9 +6,10 @@ The manager grows the scale after ``incr_every_n_steps`` finite steps and shrink
 ``decr_every_n_nan_or_inf`` overflowing ones; an overflowing step (inf/nan gradients) applies
 nothing — weights, Adam slots and the global step stay as they were. ``overflow_steps`` makes
 the batches of those steps carry an ``inf`` (what a float16 overflow on the device looks like to
-the optimizer): their gradients are not finite, so those steps are skipped and the scale shrinks. The script logs, per step, the loss, the loss scale, the
-global step and whether the weights changed; the plain twin (``npu=False``) gives the same, bit
-for bit. Runs on TensorFlow 2.15 and 2.21 (Keras 2 layers through ``tf_keras``).
+the optimizer): their gradients are not finite, so those steps are skipped and the scale
+shrinks. The script logs, per run, the loss, the loss scale, the global step and the weights;
+the plain twin (``npu=False``) gives the same, bit for bit. Runs on TensorFlow 2.15 and 2.21
+(Keras 2 layers through ``tf_keras``).
 
     python examples/training/lstm_loss_scale.py
 """
@@ -17,16 +18,15 @@ import sys
 
 if __package__ in (None, ""):
     sys.path.insert(0, __import__("os").path.dirname(__file__))
-from _zoo import npu_session_config, quiet, report, tf, tf1, training_geops, variable_values  # noqa: E402
+import numpy as np
+from _zoo import npu_session_config, quiet, report, tf, tf1, training_geops, variable_values
 
-import numpy as np  # noqa: E402
-
-from npu_bridge.estimator.npu import util  # noqa: E402
-from npu_bridge.estimator.npu.npu_dynamic_rnn import DynamicRNN  # noqa: E402
-from npu_bridge.estimator.npu.npu_loss_scale_manager import (  # noqa: E402
+from npu_bridge.estimator.npu import util
+from npu_bridge.estimator.npu.npu_dynamic_rnn import DynamicRNN
+from npu_bridge.estimator.npu.npu_loss_scale_manager import (
     ExponentialUpdateLossScaleManager,
 )
-from npu_bridge.estimator.npu.npu_loss_scale_optimizer import NPULossScaleOptimizer  # noqa: E402
+from npu_bridge.estimator.npu.npu_loss_scale_optimizer import NPULossScaleOptimizer
 
 STEPS_T, FEATURES, HIDDEN, CLASSES = 8, 4, 16, 2
 

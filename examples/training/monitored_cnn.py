@@ -6,8 +6,9 @@ The session config is what Ascend scripts build: an ``NpuOptimizer`` entry passe
 ``npu_config_proto``. ``MonitoredTrainingSession`` creates its session through TensorFlow's own
 session module, which is an NPU session once ``npu_bridge`` is imported. With
 ``iterations_per_loop`` > 1 the train op is grouped as ``IterationOp`` and each run is
-N steps (the original's ``SetIterationsVarHook`` loads the loop variables). The plain twin (``npu=False``) uses the same config without the ``NpuOptimizer`` entry;
-losses per step and final weights are equal bit for bit.
+N steps (the original's ``SetIterationsVarHook`` loads the loop variables). The plain twin
+(``npu=False``) uses the same config without the ``NpuOptimizer`` entry; losses per step and
+final weights are equal bit for bit.
 
     python examples/training/monitored_cnn.py
 """
@@ -16,12 +17,10 @@ import sys
 
 if __package__ in (None, ""):
     sys.path.insert(0, __import__("os").path.dirname(__file__))
-from _zoo import (  # noqa: E402
-    quiet, report, tf, tf1, training_geops, variable_values, without_npu_optimizer)
+import numpy as np
+from _zoo import quiet, report, tf, tf1, training_geops, without_npu_optimizer
 
-import numpy as np  # noqa: E402
-
-from npu_bridge.estimator.npu.npu_hook import SetIterationsVarHook  # noqa: E402
+from npu_bridge.estimator.npu.npu_hook import SetIterationsVarHook
 
 IMAGE, CLASSES = 12, 4
 
@@ -127,7 +126,8 @@ def main(npu=True, checkpoint_dir=None, iterations_per_loop=1, steps=12, batch_s
     finally:
         if owned:
             tmp.cleanup()
-    return {"losses": logger.losses, "run_steps": logger.steps, "weights": weights, "steps_per_run": steps_per_run,
+    return {"losses": logger.losses, "run_steps": logger.steps, "weights": weights,
+            "steps_per_run": steps_per_run,
             "global_step": weights.pop("global_step"), "geops": geops}
 
 

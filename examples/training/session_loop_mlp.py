@@ -13,11 +13,10 @@ import sys
 
 if __package__ in (None, ""):
     sys.path.insert(0, __import__("os").path.dirname(__file__))
-from _zoo import npu_session_config, quiet, report, tf, tf1, training_geops, variable_values  # noqa: E402
+import numpy as np
+from _zoo import npu_session_config, quiet, report, tf, tf1, training_geops, variable_values
 
-import numpy as np  # noqa: E402
-
-from npu_bridge.estimator.npu import util  # noqa: E402
+from npu_bridge.estimator.npu import util
 
 FEATURES, CLASSES, HIDDEN = 20, 5, 32
 
