@@ -17,7 +17,9 @@ Sections (one module each, ``bench/bench_<section>.py``):
 - ``tiny``: per-call overhead in microseconds on a tiny graph;
 - ``gears``: gear dispatch overhead (3 gears, exact policy) vs the same graph without gears;
 - ``precision``: precision emulation (rewrite time, steady-state run) vs emulation off;
-- ``fresh``: first-run latency and peak RSS, each in a fresh interpreter.
+- ``fresh``: first-run latency and peak RSS, each in a fresh interpreter;
+- ``loop_sinking``: training steps/s with ``iterations_per_loop`` 1, 10, 100 vs plain
+  TensorFlow's one run per step (small MLP on ``tf.data``, batch 32).
 
 TensorFlow is imported only after the environment is set (``TF_ENABLE_ONEDNN_OPTS=0``,
 ``TF_CPP_MIN_LOG_LEVEL=2``, ``NPU_ADAPTER_CHECK_PASSES`` unset), in this process and in every
@@ -54,6 +56,7 @@ SECTIONS = {
     "gears": "bench.bench_gears",
     "fresh": "bench.bench_fresh",
     "precision": "bench.bench_precision",
+    "loop_sinking": "bench.bench_loop_sinking",
 }
 """Section name → module (run in this order)."""
 
@@ -162,7 +165,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.list:
         for name, module in SECTIONS.items():
-            print(f"{name:8s} {module}")
+            print(f"{name:12s} {module}")
         return 0
     started = time.perf_counter()
     env_notes = _prepare_environment()
