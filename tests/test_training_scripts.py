@@ -231,3 +231,11 @@ def test_keras_fit_in_the_npu_keras_session():
     assert len(npu["losses"]) == 8
     assert_same_bits(npu, plain, ("losses", "weights"))
     assert_training_geop(npu, loop=False)
+
+
+def test_samples_leave_eager_execution_on():
+    """The samples take npu_init's functions from the module without its side effect, so the
+    test process (and any program importing them) keeps eager execution."""
+    for name in ("monitored_cnn", "keras_to_npu_estimator", "lstm_loss_scale"):
+        sample(name)
+    assert tf.executing_eagerly()

@@ -107,7 +107,7 @@ def run_estimator(npu, model_dir, iterations_per_loop, loops, batch_size, sample
 
 def run_keras_session(npu, epochs, batch_size, samples):
     """``model.fit`` in the Keras backend session (``set_keras_session_npu_config``)."""
-    from npu_bridge.npu_init import set_keras_session_npu_config
+    from npu_bridge._init_api import set_keras_session_npu_config  # as npu_init's
 
     keras = keras_module()
     backend = tf1.keras.backend  # the TF1 backend: get_session/set_session
@@ -122,7 +122,7 @@ def run_keras_session(npu, epochs, batch_size, samples):
         if npu:
             sess = set_keras_session_npu_config(config)
         else:
-            from npu_bridge.npu_init import npu_config_proto
+            from npu_bridge._init_api import npu_config_proto  # npu_init's, without disabling eager
 
             sess = tf1.Session(config=without_npu_optimizer(npu_config_proto(config)))
             backend.set_session(sess)

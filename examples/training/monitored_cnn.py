@@ -59,7 +59,7 @@ def build_cnn(images, labels, learning_rate):
 
 def session_config(npu, iterations_per_loop):
     """The Ascend script's config (``npu_config_proto``), or the same without NpuOptimizer."""
-    from npu_bridge.npu_init import npu_config_proto
+    from npu_bridge._init_api import npu_config_proto  # npu_init's, without disabling eager
 
     config = tf1.ConfigProto()
     custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
