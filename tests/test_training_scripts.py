@@ -18,6 +18,19 @@ needs_estimator = pytest.mark.skipif(
 tf1 = tf.compat.v1
 
 
+@pytest.fixture(autouse=True)
+def installed():
+    """Every session is an NPU session, as after the samples' ``import npu_bridge`` (another
+    test may have uninstalled it since that import)."""
+    import npu_adapter
+
+    was = npu_adapter.session.is_installed()
+    npu_adapter.install()
+    yield
+    if not was:
+        npu_adapter.uninstall()
+
+
 def sample(name):
     """Import ``examples/training/<name>.py``."""
     if str(TRAINING) not in sys.path:
