@@ -23,8 +23,9 @@ def installed():
     """Every session is an NPU session, as after the samples' ``import npu_bridge`` (another
     test may have uninstalled it since that import)."""
     import npu_adapter
+    from npu_adapter.session import is_installed
 
-    was = npu_adapter.session.is_installed()
+    was = is_installed()
     npu_adapter.install()
     yield
     if not was:
