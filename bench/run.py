@@ -18,7 +18,9 @@ Sections (one module each, ``bench/bench_<section>.py``):
 - ``gears``: gear dispatch overhead (3 gears, exact policy) vs the same graph without gears;
 - ``precision``: precision emulation (rewrite time, steady-state run) vs emulation off;
 - ``fresh``: first-run latency and peak RSS, each in a fresh interpreter;
-- ``dump``: per-run cost of data dump, overflow detection and profiling (off: none).
+- ``dump``: per-run cost of data dump, overflow detection and profiling (off: none);
+- ``loop_sinking``: training steps/s with ``iterations_per_loop`` 1, 10, 100 vs plain
+  TensorFlow's one run per step (small MLP on ``tf.data``, batch 32).
 
 TensorFlow is imported only after the environment is set (``TF_ENABLE_ONEDNN_OPTS=0``,
 ``TF_CPP_MIN_LOG_LEVEL=2``, ``NPU_ADAPTER_CHECK_PASSES`` unset), in this process and in every
@@ -56,6 +58,7 @@ SECTIONS = {
     "fresh": "bench.bench_fresh",
     "precision": "bench.bench_precision",
     "dump": "bench.bench_dump",
+    "loop_sinking": "bench.bench_loop_sinking",
 }
 """Section name → module (run in this order)."""
 
@@ -164,7 +167,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.list:
         for name, module in SECTIONS.items():
-            print(f"{name:8s} {module}")
+            print(f"{name:12s} {module}")
         return 0
     started = time.perf_counter()
     env_notes = _prepare_environment()
