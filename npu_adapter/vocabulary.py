@@ -174,3 +174,22 @@ REASON_GRAPH_INPUT = "graph_input"
 REASON_STATE_OWNER = "state_owner"
 REASON_V1_CONTROL_FLOW = "v1_control_flow"
 REASON_STRING_TENSOR = "string_tensor"
+
+# --------------------------------------------------------------------------- xla backend
+# On a lowered cluster node of the xla backend: "xla" (compiled by XLA) or "fallback" (runs on
+# the CPU reference), and for a fallback the reason code and the sentence saying why.
+XLA_STATUS_ATTR = "_npu_adapter_xla_status"
+XLA_REASON_ATTR = "_npu_adapter_xla_reason"
+XLA_DETAIL_ATTR = "_npu_adapter_xla_detail"
+XLA_STATUS_COMPILED = "xla"
+XLA_STATUS_FALLBACK = "fallback"
+# TensorFlow's attr on a function call node that makes XLA compile the call.
+XLA_MUST_COMPILE_ATTR = "_XlaMustCompile"
+XLA_FALLBACK_REASONS = {
+    "xla_no_kernel": "an op has no XLA kernel for the CPU JIT",
+    "xla_dtype": "an op has an XLA kernel, but not for the dtype it uses here",
+    "xla_value_dependent_shape": "an op's output shape depends on input values",
+    "xla_unsupported_tensor": "an op reads or produces string or variant tensors, or resources "
+                              "other than variables",
+    "xla_unknown_function": "a function the cluster calls is not in the graph's library",
+}
