@@ -191,5 +191,7 @@ XLA_FALLBACK_REASONS = {
     "xla_value_dependent_shape": "an op's output shape depends on input values",
     "xla_unsupported_tensor": "an op reads or produces string or variant tensors, or resources "
                               "other than variables",
+    "xla_random": "an op draws random numbers (XLA draws other numbers than TensorFlow for the "
+                  "same seed)",
     "xla_unknown_function": "a function the cluster calls is not in the graph's library",
 }

@@ -5,7 +5,9 @@ A cluster is compiled when every op of its function — and of every function it
 compilation device that accepts the dtypes the node uses, and none of them is on
 :data:`VALUE_DEPENDENT_SHAPE_OPS` (XLA needs static shapes; those ops only compile with
 padded, bounded outputs, if at all) or handles strings, variants, or resources other than
-variables. The first op that fails names the reason: ``op Unique (value-dependent shape)``.
+variables, nor draws random numbers (:data:`RANDOM_OPS`: XLA's numbers differ from
+TensorFlow's for the same seed). The first op that fails names the reason:
+``op Unique (value-dependent shape)``.
 
 TensorFlow registers the ``XLA_CPU_JIT`` kernels lazily, when the process creates its first
 XLA-capable device (any session does); :func:`ensure_jit_kernels` makes sure that happened
@@ -19,8 +21,8 @@ from tensorflow.core.framework import types_pb2
 
 from npu_adapter.graph.types import op_def_for
 
-__all__ = ["VALUE_DEPENDENT_SHAPE_OPS", "Verdict", "check_functions", "ensure_jit_kernels",
-           "jit_kernel_defs"]
+__all__ = ["RANDOM_OPS", "VALUE_DEPENDENT_SHAPE_OPS", "Verdict", "check_functions",
+           "ensure_jit_kernels", "jit_kernel_defs"]
 
 JIT_DEVICE = "XLA_CPU_JIT"
 
@@ -33,6 +35,22 @@ VALUE_DEPENDENT_SHAPE_OPS = frozenset({
     "CombinedNonMaxSuppression", "DynamicPartition", "BooleanMask", "ListDiff", "SetDiff1D",
     "DenseToSparseSetOperation", "SparseToDense", "Bincount", "DenseBincount", "RaggedRange",
     "StringSplit", "StringSplitV2", "UnravelIndex",
+})
+
+# Random ops: XLA compiles them, but draws other numbers than TensorFlow's kernels for the same
+# seeds (variable initialisers, dropout), so a cluster holding one would not compute what the
+# plain graph computes.
+RANDOM_OPS = frozenset({
+    "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
+    "RandomShuffle", "RandomGamma", "RandomGammaGrad", "RandomPoisson", "RandomPoissonV2",
+    "Multinomial", "ParameterizedTruncatedNormal", "StatelessRandomUniform",
+    "StatelessRandomUniformInt", "StatelessRandomNormal", "StatelessTruncatedNormal",
+    "StatelessRandomUniformV2", "StatelessRandomUniformIntV2", "StatelessRandomNormalV2",
+    "StatelessTruncatedNormalV2", "StatelessRandomUniformFullIntV2",
+    "StatelessRandomUniformFullInt", "StatelessMultinomial", "StatelessRandomGetKeyCounter",
+    "StatelessRandomGetKeyCounterAlg", "StatelessRandomGetAlg", "RngBitGenerator",
+    "RngReadAndSkip", "StatefulUniform", "StatefulUniformInt", "StatefulUniformFullInt",
+    "StatefulStandardNormalV2", "StatefulTruncatedNormal",
 })
 
 # Resource dtypes XLA compiles: variables (their handles enter the cluster as arguments).
@@ -154,6 +172,10 @@ def check_node(node):
     if op in VALUE_DEPENDENT_SHAPE_OPS:
         return Verdict(False, "xla_value_dependent_shape",
                        f"op {op} (value-dependent shape) not compilable by XLA")
+    if op in RANDOM_OPS:
+        return Verdict(False, "xla_random",
+                       f"op {op} ({node.name}) draws random numbers, which XLA draws "
+                       f"differently from TensorFlow for the same seed")
     op_def = op_def_for(op)
     types = _node_types(node, op_def)
     bad = sorted({t for t in types if t in _BAD_TENSOR_TYPES})
