@@ -17,7 +17,8 @@ Sections (one module each, ``bench/bench_<section>.py``):
 - ``tiny``: per-call overhead in microseconds on a tiny graph;
 - ``gears``: gear dispatch overhead (3 gears, exact policy) vs the same graph without gears;
 - ``precision``: precision emulation (rewrite time, steady-state run) vs emulation off;
-- ``fresh``: first-run latency and peak RSS, each in a fresh interpreter.
+- ``fresh``: first-run latency and peak RSS, each in a fresh interpreter;
+- ``xla``: the xla backend vs plain TensorFlow per model (steady state, first run).
 
 TensorFlow is imported only after the environment is set (``TF_ENABLE_ONEDNN_OPTS=0``,
 ``TF_CPP_MIN_LOG_LEVEL=2``, ``NPU_ADAPTER_CHECK_PASSES`` unset), in this process and in every
@@ -54,6 +55,7 @@ SECTIONS = {
     "gears": "bench.bench_gears",
     "fresh": "bench.bench_fresh",
     "precision": "bench.bench_precision",
+    "xla": "bench.bench_xla",
 }
 """Section name → module (run in this order)."""
 
