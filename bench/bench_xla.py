@@ -71,15 +71,15 @@ def run(ctx):
         plain_config = npu_config_proto()
         xla_config = npu_config_proto({"npu_adapter_backend": "xla"})
         plain, plain_first, plain_out = _first_run(
-            lambda: tf.compat.v1.Session(graph=import_graph(spec.graph_def),
-                                         config=plain_config),
+            lambda g=spec.graph_def, c=plain_config: tf.compat.v1.Session(
+                graph=import_graph(g), config=c),
             fetches, spec.feeds, spec.init_op)
         xla, xla_first, xla_out = _first_run(
-            lambda: NpuSession(graph=import_graph(spec.graph_def), config=xla_config),
+            lambda g=spec.graph_def, c=xla_config: NpuSession(graph=import_graph(g), config=c),
             fetches, spec.feeds, spec.init_op)
         try:
-            cases = {"plain": lambda s=plain: s.run(fetches, spec.feeds),
-                     "xla": lambda s=xla: s.run(fetches, spec.feeds)}
+            cases = {"plain": lambda s=plain, f=fetches, d=spec.feeds: s.run(f, d),
+                     "xla": lambda s=xla, f=fetches, d=spec.feeds: s.run(f, d)}
             for _ in range(2):
                 for case in cases.values():
                     case()

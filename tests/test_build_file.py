@@ -72,7 +72,8 @@ def render_build():
         out.append(
             f'py_test(\n    name = "{test.stem}",\n    srcs = ["{rel}"],\n'
             '    data = ["tests/conftest.py", "tests/graph_cases.py", "tests/cann_fakes.py", '
-            '"tests/npu_cpu_helpers.py"] + glob(["tests/fakes/**/*.py", "tests/data/*"]),\n'
+            '"tests/npu_cpu_helpers.py", "tests/xla_worker.py"] + '
+            'glob(["tests/fakes/**/*.py", "tests/data/*"]),\n'
             f'    deps = [{all_libs}],\n)\n')
     for example in sorted((ROOT / "examples").glob("*.py")):
         if example.name.startswith("_"):
