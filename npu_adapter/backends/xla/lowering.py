@@ -145,11 +145,12 @@ class XlaBackend(CpuReferenceBackend):
         return lower_for_xla(graph_def, config)
 
     def available(self):
-        from npu_adapter.backends.xla.compilability import ensure_jit_kernels, jit_kernel_defs
+        # XlaLaunch's CPU kernel is registered at import when TensorFlow is built with XLA; the
+        # XLA_CPU_JIT kernels only once a session exists, which would read TF_XLA_FLAGS early.
+        from tensorflow.python.framework import kernels
 
-        ensure_jit_kernels()
-        if not jit_kernel_defs("MatMul"):
-            return False, ("this TensorFlow build has no XLA CPU JIT (no XLA_CPU_JIT kernels "
-                           "registered); install the standard tensorflow or tensorflow-cpu "
-                           "wheel")
+        launch = kernels.get_registered_kernels_for_op("XlaLaunch").kernel
+        if not any(k.device_type == "CPU" for k in launch):
+            return False, ("this TensorFlow build has no XLA (no XlaLaunch CPU kernel); install "
+                           "the standard tensorflow or tensorflow-cpu wheel")
         return True, "TensorFlow's XLA CPU JIT"
