@@ -349,3 +349,19 @@ def test_inspect_names_the_backend_and_fallbacks(tmp_path, capsys):
     assert code == 0
     assert "backend xla: 0 cluster(s) compiled, 1 on the CPU reference" in text
     assert "op Unique (value-dependent shape) not compilable by XLA" in text
+
+
+def test_isolated_clusters_with_gears_compile_per_gear():
+    graph = gear_graph()
+    options = dict(GEAR_OPTIONS, npu_adapter_isolate_clusters=True)
+    with NpuSession(graph=graph, config=xla_config(**options)) as sess:
+        for batch in (2, 4, 8, 4):
+            v = np.full((batch, 8), 0.75, np.float32)
+            np.testing.assert_allclose(sess.run("y:0", {"x:0": v}), np.full(batch, 6.0),
+                                       rtol=RTOL)
+        result = sess.npu_rewrite_result("y:0", {"x:0": v})
+        assert sess.npu_runtime_stats().compiles == 3
+    functions = {f.signature.name: f for f in result.graph_def.library.function}
+    (cluster,) = result.clusters
+    assert functions[cluster.name].attr["_noinline"].b  # the dispatcher stays a call
+    assert "_noinline" not in functions[f"{cluster.name}_gear_0_xla"].attr
