@@ -88,6 +88,8 @@ def ensure_jit_kernels():
     """Make TensorFlow register its ``XLA_CPU_JIT`` kernels (it does when a session creates its
     devices). Idempotent; cheap after the first call."""
     global _REGISTERED
+    if _REGISTERED:
+        return
     with _LOCK:
         if _REGISTERED:
             return
@@ -100,13 +102,18 @@ def ensure_jit_kernels():
             value = tf.constant(1.0) + 1.0
         with plain_session(graph) as sess:
             sess.run(value)
+        _registered_jit_kernels.cache_clear()
         _REGISTERED = True
-        jit_kernel_defs.cache_clear()
+
+
+def jit_kernel_defs(op):
+    """The ``KernelDef``s of ``op`` for ``XLA_CPU_JIT`` (empty when XLA cannot compile it)."""
+    ensure_jit_kernels()
+    return _registered_jit_kernels(op)
 
 
 @functools.cache
-def jit_kernel_defs(op):
-    """The ``KernelDef``s of ``op`` for ``XLA_CPU_JIT`` (empty when XLA cannot compile it)."""
+def _registered_jit_kernels(op):
     from tensorflow.python.framework import kernels
 
     return tuple(k for k in kernels.get_registered_kernels_for_op(op).kernel
