@@ -17,6 +17,7 @@ PACKAGES = [
     "npu_adapter.backends",
     "npu_adapter.backends.cann",
     "npu_adapter.backends.cpu",
+    "npu_adapter.backends.xla",
     "npu_adapter.cli",
     "npu_adapter.distributed",
     "npu_adapter.graph",

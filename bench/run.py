@@ -21,7 +21,8 @@ Sections (one module each, ``bench/bench_<section>.py``):
 - ``dump``: per-run cost of data dump, overflow detection and profiling (off: none);
 - ``loop_sinking``: training steps/s with ``iterations_per_loop`` 1, 10, 100 vs plain
   TensorFlow's one run per step (small MLP on ``tf.data``, batch 32);
-- ``sessions``: a new session per request on one graph (create, run once, close) vs plain.
+- ``sessions``: a new session per request on one graph (create, run once, close) vs plain;
+- ``xla``: the xla backend vs plain TensorFlow per model (steady state, first run).
 
 TensorFlow is imported only after the environment is set (``TF_ENABLE_ONEDNN_OPTS=0``,
 ``TF_CPP_MIN_LOG_LEVEL=2``, ``NPU_ADAPTER_CHECK_PASSES`` unset), in this process and in every
@@ -61,6 +62,7 @@ SECTIONS = {
     "dump": "bench.bench_dump",
     "loop_sinking": "bench.bench_loop_sinking",
     "sessions": "bench.bench_sessions",
+    "xla": "bench.bench_xla",
 }
 """Section name → module (run in this order)."""
 

@@ -178,3 +178,24 @@ REASON_STRING_TENSOR = "string_tensor"
 # ---- the NPU system ops of npu_bridge (initialize_system / shutdown_system)
 NPU_SYSTEM_OP_ATTR = "_npu_adapter_op"
 """String attribute on the ``NoOp`` standing for ``NPUInit`` / ``NPUShutdown`` (its value)."""
+
+# --------------------------------------------------------------------------- xla backend
+# On a lowered cluster node of the xla backend: "xla" (compiled by XLA) or "fallback" (runs on
+# the CPU reference), and for a fallback the reason code and the sentence saying why.
+XLA_STATUS_ATTR = "_npu_adapter_xla_status"
+XLA_REASON_ATTR = "_npu_adapter_xla_reason"
+XLA_DETAIL_ATTR = "_npu_adapter_xla_detail"
+XLA_STATUS_COMPILED = "xla"
+XLA_STATUS_FALLBACK = "fallback"
+# TensorFlow's attr on a function call node that makes XLA compile the call.
+XLA_MUST_COMPILE_ATTR = "_XlaMustCompile"
+XLA_FALLBACK_REASONS = {
+    "xla_no_kernel": "an op has no XLA kernel for the CPU JIT",
+    "xla_dtype": "an op has an XLA kernel, but not for the dtype it uses here",
+    "xla_value_dependent_shape": "an op's output shape depends on input values",
+    "xla_unsupported_tensor": "an op reads or produces string or variant tensors, or resources "
+                              "other than variables",
+    "xla_random": "an op draws random numbers (XLA draws other numbers than TensorFlow for the "
+                  "same seed)",
+    "xla_unknown_function": "a function the cluster calls is not in the graph's library",
+}

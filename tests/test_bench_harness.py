@@ -292,7 +292,7 @@ def test_cli_rejects_unknown_sections_and_keeps_section_order(capsys):
     args = parse_args(["--quick", "--only", "tiny", "rewrite", "--json", "x.json"])
     assert args.quick and args.only == ["tiny", "rewrite"] and args.json == "x.json"
     assert list(SECTIONS) == ["rewrite", "scaling", "steady", "tiny", "gears", "fresh",
-                              "precision", "dump", "loop_sinking", "sessions"]
+                              "precision", "dump", "loop_sinking", "sessions", "xla"]
 
 
 # --------------------------------------------------------------------------- end to end

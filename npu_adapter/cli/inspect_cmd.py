@@ -58,10 +58,25 @@ def _run_inspect(args):
     blockers = ", ".join(f"{b['reason']} {b['count']}" for b in summary["host_blockers"][:3])
     if blockers:
         out.write(f"  top host reasons: {blockers}\n")
+    compile_lines = _compile_lines(outcome.report)
+    for line in compile_lines:
+        out.write(line)
     if outcome.report["skip_reason"]:
         out.write(f"  not rewritten: {outcome.report['skip_reason']}\n")
     out.write(f"  {len(outcome.files)} files in {out_dir}\n")
     return EXIT_OK
+
+
+def _compile_lines(report):
+    """Lines naming the backend's compile status per cluster (backends that record one)."""
+    records = [(c["name"], c["compile"]) for c in report["clusters"] if "compile" in c]
+    if not records:
+        return []
+    fallbacks = [(name, rec) for name, rec in records if "reason" in rec]
+    lines = [f"  backend {report['backend']}: {len(records) - len(fallbacks)} cluster(s) "
+             f"compiled, {len(fallbacks)} on the CPU reference\n"]
+    lines.extend(f"    {rec['detail']}\n" for _, rec in fallbacks)
+    return lines
 
 
 def add_inspect_command(subparsers):

@@ -18,7 +18,8 @@ graph the rewrite received into a dict (written as ``placement.json`` by ``dump_
       "clusters": [{"name", "op", "size", "op_types", "inputs": [tensor record], "outputs": [...],
                     "input_bytes", "input_bytes_per_example", "output_bytes",
                     "output_bytes_per_example", "gears", "nodes": [...],
-                    "executed_on_host": [...], "calls": [...]}, ...],
+                    "executed_on_host": [...], "calls": [...],
+                    "compile": {"status", "reason", "detail"}}, ...],   # xla backend only
       "nodes": {name: {"op", "device", "cluster", "reason", "executes"}, ...},   # graph order
       "reasons": {code: description}                                  # codes used above
     }
@@ -57,6 +58,9 @@ from npu_adapter.vocabulary import (
     DEVICE_NPU,
     PRECISION_REASON_DESCRIPTIONS,
     REASON_DESCRIPTIONS,
+    XLA_DETAIL_ATTR,
+    XLA_REASON_ATTR,
+    XLA_STATUS_ATTR,
 )
 
 __all__ = ["REPORT_FORMAT", "placement_report", "report_json", "boundary_dtypes",
@@ -147,6 +151,7 @@ def _cluster_records(result, graph_def, with_shapes):
         names.extend(main.device_outputs)
     shapes = static_shapes(graph_def, names) if with_shapes else {}
     ops = {node.name: node.op for node in graph_def.node}
+    compile_status = backend_compile_status(result.graph_def)
     records = []
     for main, steps in groups:
         inputs = [tensor_record(t, dtypes.get(t), shapes.get(t)) for t in main.device_inputs]
@@ -172,7 +177,37 @@ def _cluster_records(result, graph_def, with_shapes):
             "executed_on_host": list(main.outer_nodes),
             "calls": [main.name] + [step.name for step in steps],
         })
+        status = [compile_status[n] for n in [main.name] + [s.name for s in steps]
+                  if n in compile_status]
+        if status:
+            records[-1]["compile"] = status[0] if len(status) == 1 else \
+                _merged_status(status)
     return records
+
+
+def backend_compile_status(graph_def):
+    """Cluster node name → ``{"status", "reason", "detail"}`` from the compile-status attrs a
+    backend put on the lowered cluster nodes (the xla backend: ``xla`` or ``fallback``)."""
+    found = {}
+    for node in graph_def.node:
+        if XLA_STATUS_ATTR not in node.attr:
+            continue
+        record = {"status": node.attr[XLA_STATUS_ATTR].s.decode()}
+        if XLA_REASON_ATTR in node.attr:
+            record["reason"] = node.attr[XLA_REASON_ATTR].s.decode()
+            record["detail"] = node.attr[XLA_DETAIL_ATTR].s.decode()
+        found[node.name] = record
+    return found
+
+
+def _merged_status(statuses):
+    """One record for a cluster called in steps: ``xla`` when every step compiles, else the
+    first fallback (with ``steps`` saying how many of them compile)."""
+    fallbacks = [s for s in statuses if "reason" in s]
+    merged = dict(fallbacks[0] if fallbacks else statuses[0])
+    merged["steps_compiled"] = sum(1 for s in statuses if "reason" not in s)
+    merged["steps"] = len(statuses)
+    return merged
 
 
 def placement_report(result, graph_def, *, model=None, backend=None, config=None, fetches=(),

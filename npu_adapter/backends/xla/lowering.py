@@ -1,0 +1,156 @@
+"""The ``xla`` backend: clusters compiled by XLA on the host CPU, one executable per static shape.
+
+Partitioning and state are the CPU reference's (same op list, variables in the outer graph with
+their resource handles passed into the cluster functions, large constants passed as arguments);
+see :mod:`npu_adapter.backends.cpu.lowering`. Lowering makes every ``GeOp`` a
+``StatefulPartitionedCall`` of its function, as the CPU reference does, and then, per cluster:
+
+* **Check** (:mod:`~npu_adapter.backends.xla.compilability`): every op of the function (and of
+  the functions it calls) has an ``XLA_CPU_JIT`` kernel for its dtypes, and none has a
+  value-dependent output shape or touches strings, variants or non-variable resources.
+* **Compiled** cluster: the call node gets ``_XlaMustCompile=True``; TensorFlow then compiles
+  the call with XLA, once per distinct set of input shapes, and runs the executable.
+* **Cluster with gears**: the dispatcher (shape checks, padding, ``Case``) stays a plain
+  function and each gear's static-shape copy ``<F>_gear_<g>`` becomes a one-node wrapper that
+  calls the gear's body (``<F>_gear_<g>_xla``) with ``_XlaMustCompile``: one executable per
+  gear, whether the session calls the gear directly or through the dispatcher.
+* **Fallback**: a cluster that fails the check runs on the CPU reference, unchanged.
+
+Each lowered cluster node says what happened: ``_npu_adapter_xla_status`` (``xla`` or
+``fallback``), and for a fallback ``_npu_adapter_xla_reason`` (a code of
+:data:`~npu_adapter.vocabulary.XLA_FALLBACK_REASONS`) and ``_npu_adapter_xla_detail``
+("cluster GeOp1_0: op Unique (value-dependent shape) not compilable by XLA; runs on the CPU
+reference"). The placement report copies them into each cluster's ``compile`` record.
+"""
+
+import logging
+
+from tensorflow.core.framework import function_pb2
+
+from npu_adapter.backends.cpu.lowering import CpuReferenceBackend, lower_to_function_calls
+from npu_adapter.backends.xla.compilability import check_functions
+from npu_adapter.vocabulary import (
+    CLUSTER_GEARS_ATTR,
+    GEAR_FUNCTION_SUFFIX,
+    GEOP_OP,
+    XLA_DETAIL_ATTR,
+    XLA_MUST_COMPILE_ATTR,
+    XLA_REASON_ATTR,
+    XLA_STATUS_ATTR,
+    XLA_STATUS_COMPILED,
+    XLA_STATUS_FALLBACK,
+)
+
+__all__ = ["GEAR_BODY_SUFFIX", "XlaBackend", "cluster_verdicts", "lower_for_xla"]
+
+logger = logging.getLogger(__name__)
+
+GEAR_BODY_SUFFIX = "_xla"
+"""The body of gear ``g`` of cluster ``F`` moves to ``F_gear_<g>_xla``; ``F_gear_<g>`` becomes
+the wrapper that XLA-compiles it."""
+
+
+def _gear_functions(fname, functions):
+    names = []
+    while f"{fname}{GEAR_FUNCTION_SUFFIX}{len(names)}" in functions:
+        names.append(f"{fname}{GEAR_FUNCTION_SUFFIX}{len(names)}")
+    return names
+
+
+def cluster_verdicts(graph_def):
+    """Cluster node name → :class:`~npu_adapter.backends.xla.compilability.Verdict` for every
+    ``GeOp`` of ``graph_def`` (what XLA would compile: the function, or its gear copies)."""
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    verdicts = {}
+    for node in graph_def.node:
+        if node.op != GEOP_OP:
+            continue
+        fname = node.attr["function"].func.name
+        gears = _gear_functions(fname, functions) if CLUSTER_GEARS_ATTR in node.attr else []
+        verdicts[node.name] = check_functions(gears or [fname], functions)
+    return verdicts
+
+
+def _compile_wrapper(name, body):
+    """A function ``name`` with ``body``'s signature whose only node calls ``body`` with
+    ``_XlaMustCompile``."""
+    wrapper = function_pb2.FunctionDef()
+    wrapper.signature.name = name
+    wrapper.signature.is_stateful = body.signature.is_stateful
+    wrapper.signature.input_arg.extend(body.signature.input_arg)
+    wrapper.signature.output_arg.extend(body.signature.output_arg)
+    for index, attrs in body.arg_attr.items():
+        wrapper.arg_attr[index].CopyFrom(attrs)
+    call = wrapper.node_def.add(name="xla_call", op="StatefulPartitionedCall")
+    call.input.extend(arg.name for arg in body.signature.input_arg)
+    call.attr["f"].func.name = body.signature.name
+    call.attr["Tin"].list.type.extend(arg.type for arg in body.signature.input_arg)
+    call.attr["Tout"].list.type.extend(arg.type for arg in body.signature.output_arg)
+    for key in ("config", "config_proto", "executor_type"):
+        call.attr[key].s = b""
+    call.attr[XLA_MUST_COMPILE_ATTR].b = True
+    for j, arg in enumerate(body.signature.output_arg):
+        wrapper.ret[arg.name] = f"xla_call:output:{j}"
+    return wrapper
+
+
+def lower_for_xla(graph_def, config=None):
+    """Lower every ``GeOp`` of ``graph_def`` for XLA (see the module docstring); returns the new
+    GraphDef. Deterministic: the same input gives the same output."""
+    verdicts = cluster_verdicts(graph_def)
+    isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
+    out = lower_to_function_calls(graph_def, isolate=isolate)
+    index = {f.signature.name: k for k, f in enumerate(out.library.function)}
+    wrappers = []
+    for node in out.node:
+        verdict = verdicts.get(node.name)
+        if verdict is None:
+            continue
+        if not verdict.ok:
+            detail = (f"cluster {node.name}: {verdict.detail}; runs on the CPU reference")
+            node.attr[XLA_STATUS_ATTR].s = XLA_STATUS_FALLBACK.encode()
+            node.attr[XLA_REASON_ATTR].s = verdict.reason.encode()
+            node.attr[XLA_DETAIL_ATTR].s = detail.encode()
+            logger.info("%s", detail)
+            continue
+        node.attr[XLA_STATUS_ATTR].s = XLA_STATUS_COMPILED.encode()
+        fname = node.attr["f"].func.name
+        gears = _gear_functions(fname, index) if CLUSTER_GEARS_ATTR in node.attr else []
+        if not gears:
+            node.attr[XLA_MUST_COMPILE_ATTR].b = True
+            continue
+        for gear_name in gears:
+            body = out.library.function[index[gear_name]]
+            body.signature.name = gear_name + GEAR_BODY_SUFFIX
+            body.attr.pop("_noinline", None)  # compiled as one unit; nothing to inline
+            wrappers.append(_compile_wrapper(gear_name, body))
+    out.library.function.extend(wrappers)
+    return out
+
+
+class XlaBackend(CpuReferenceBackend):
+    """Clusters compiled by XLA for the host CPU; clusters XLA cannot compile fall back, one by
+    one, to the CPU reference."""
+
+    name = "xla"
+    runtime_class = "npu_adapter.backends.xla.runtime:XlaRuntime"
+
+    def lower(self, graph_def, clusters, ctx):
+        config = ctx.get_config() if ctx is not None else None
+        directory = getattr(config, "graph_compiler_cache_dir", None)
+        if directory:
+            from npu_adapter.backends.xla.persistent_cache import check_cache_dir
+
+            check_cache_dir(directory)
+        return lower_for_xla(graph_def, config)
+
+    def available(self):
+        # XlaLaunch's CPU kernel is registered at import when TensorFlow is built with XLA; the
+        # XLA_CPU_JIT kernels only once a session exists, which would read TF_XLA_FLAGS early.
+        from tensorflow.python.framework import kernels
+
+        launch = kernels.get_registered_kernels_for_op("XlaLaunch").kernel
+        if not any(k.device_type == "CPU" for k in launch):
+            return False, ("this TensorFlow build has no XLA (no XlaLaunch CPU kernel); install "
+                           "the standard tensorflow or tensorflow-cpu wheel")
+        return True, "TensorFlow's XLA CPU JIT"

@@ -1,0 +1,93 @@
+"""Worker of tests/test_xla_subprocess.py: runs an NpuSession on the xla backend in a fresh
+process (XLA and TensorFlow read their flags once per process) and prints one JSON line.
+
+Usage: ``python xla_worker.py steady`` or ``python xla_worker.py cache DIR SCALE`` or
+``python xla_worker.py late DIR``. XLA compilations are counted from the XLA dump directory
+(``XLA_FLAGS=--xla_dump_to=...``, set by the test): one ``*.before_optimizations.txt`` per
+compiled module.
+"""
+
+import glob
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+
+
+def compiled_modules():
+    flags = os.environ.get("XLA_FLAGS", "")
+    directory = flags.split("--xla_dump_to=")[1].split()[0]
+    return sorted(os.path.basename(p).split(".")[1]
+                  for p in glob.glob(os.path.join(directory, "*.before_optimizations.txt"))
+                  if "GeOp" in p)
+
+
+def gear_graph(scale):
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8], name="x")
+        tf.reduce_sum(tf.nn.relu(x - 0.5) * scale, axis=1, name="y")
+    return graph
+
+
+def config(**options):
+    from npu_adapter.config import NpuConfig
+
+    options = dict(npu_adapter_backend="xla", input_shape="x:-1,8", dynamic_dims="2;4;8",
+                   dynamic_node_type=1, **options)
+    return NpuConfig.from_dict(options).to_config_proto()
+
+
+def steady():
+    from npu_adapter.session import NpuSession
+
+    rng = np.random.RandomState(0)
+    modules, compiles, errors = [], [], 0
+    with NpuSession(graph=gear_graph(3.0), config=config()) as sess:
+        for step in range(20):
+            v = rng.rand([2, 4, 8][step % 3], 8).astype(np.float32)
+            got = sess.run("y:0", {"x:0": v})
+            errors += not np.allclose(got, (np.maximum(v - 0.5, 0) * 3.0).sum(1), rtol=1e-4)
+            modules.append(len(compiled_modules()))
+            compiles.append(sess.npu_runtime_stats().compiles)
+    return {"modules": modules, "compiles": compiles, "errors": errors,
+            "names": compiled_modules()}
+
+
+def cache(directory, scale):
+    from npu_adapter.session import NpuSession
+
+    scale = float(scale)
+    rng = np.random.RandomState(1)
+    errors = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with NpuSession(graph=gear_graph(scale),
+                        config=config(graph_compiler_cache_dir=directory)) as sess:
+            for step in range(6):
+                v = rng.rand([2, 4, 8][step % 3], 8).astype(np.float32)
+                got = sess.run("y:0", {"x:0": v})
+                errors += not np.allclose(got, (np.maximum(v - 0.5, 0) * scale).sum(1),
+                                          rtol=1e-4)
+            stats = sess.npu_runtime_stats()
+    return {"modules": len(compiled_modules()), "written": stats.cache_misses,
+            "read": stats.cache_hits, "errors": errors,
+            "warnings": [str(w.message) for w in caught]}
+
+
+def late(directory):
+    import tensorflow as tf
+
+    tf.constant(1.0) + 1.0  # an eager op creates the devices: TF_XLA_FLAGS is read now
+    tf.compat.v1.disable_eager_execution()
+    return cache(directory, 3.0)
+
+
+if __name__ == "__main__":
+    mode, args = sys.argv[1], sys.argv[2:]
+    result = {"steady": steady, "cache": cache, "late": late}[mode](*args)
+    print("RESULT " + json.dumps(result))
