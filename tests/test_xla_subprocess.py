@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from npu_adapter.backends.xla.persistent_cache import persistent_cache_supported
+
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "xla_worker.py")
 
 
@@ -62,6 +64,8 @@ def atime_tracked(directory):
     return tracked
 
 
+@pytest.mark.skipif(not persistent_cache_supported(),
+                    reason="this TensorFlow cannot persist XLA CPU executables")
 def test_persistent_cache_cold_warm_changed_and_corrupted(tmp_path, cache_dir):
     cold = run_worker(tmp_path, "cache", cache_dir, 3.0)
     assert cold["errors"] == 0 and cold["warnings"] == []
@@ -90,6 +94,16 @@ def test_persistent_cache_cold_warm_changed_and_corrupted(tmp_path, cache_dir):
     assert len(entries(cache_dir)) == 5 + rebuilt
 
 
+@pytest.mark.skipif(persistent_cache_supported(), reason="this TensorFlow persists them")
+def test_unsupported_tensorflow_warns_and_compiles_uncached(tmp_path, cache_dir):
+    result = run_worker(tmp_path, "cache", cache_dir, 3.0)
+    assert result["errors"] == 0 and result["modules"] == 3 and result["written"] == 0
+    assert any("cannot keep XLA CPU executables" in w for w in result["warnings"])
+    assert entries(cache_dir) == []
+
+
+@pytest.mark.skipif(not persistent_cache_supported(),
+                    reason="this TensorFlow cannot persist XLA CPU executables")
 def test_cache_named_too_late_warns_and_runs_uncached(tmp_path, cache_dir):
     result = run_worker(tmp_path, "late", cache_dir)
     assert result["errors"] == 0 and result["modules"] == 3

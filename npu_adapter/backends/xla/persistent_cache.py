@@ -109,6 +109,9 @@ def activate(root):
                           f"does not cache in {root}", XlaCacheWarning, stacklevel=3)
             _ACTIVE["root"] = os.path.abspath(named)
             return False
+        if named is None and not persistent_cache_supported():
+            warnings.warn(_unsupported(root), XlaCacheWarning, stacklevel=3)
+            return False
         if named is None:
             if _eager_context_started():
                 warnings.warn(_too_late(root), XlaCacheWarning, stacklevel=3)
@@ -119,6 +122,32 @@ def activate(root):
             return False
         _ACTIVE["root"] = root
         return True
+
+
+MIN_PERSISTENT_CACHE_VERSION = (2, 16)
+"""TensorFlow 2.15's XLA cannot serialize CPU executables: with the persistent cache on, every
+compilation fails ("TargetRegistry::lookupTarget failed ... triple "unknown""); 2.21 is tested."""
+
+
+def persistent_cache_supported():
+    """True when this TensorFlow can keep XLA CPU executables in a persistent cache."""
+    import tensorflow as tf
+
+    parts = tf.__version__.split(".")
+    try:
+        version = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        return True  # a development build: assume a current one
+    return version >= MIN_PERSISTENT_CACHE_VERSION
+
+
+def _unsupported(root):
+    import tensorflow as tf
+
+    return (f"graph_compiler_cache_dir: TensorFlow {tf.__version__} cannot keep XLA CPU "
+            f"executables in a persistent cache (it fails every compilation when one is named), "
+            f"so {root} is not used and XLA compiles in every process; TensorFlow "
+            f"{'.'.join(map(str, MIN_PERSISTENT_CACHE_VERSION))} or newer caches them")
 
 
 def _too_late(root):
