@@ -284,7 +284,7 @@ def test_dropout_v3_v4_noise_shape_keep_one_and_errors():
 def npu_convert_dropout():
     """Import (or re-import) the patching module and undo its patch afterwards, so Keras'
     eager Dropout keeps working in the rest of the session."""
-    import tf_keras
+    tf_keras = _keras2()
     from tensorflow.python.keras.layers import core as bundled_keras_core
 
     originals = {cls: cls.__dict__["call"]
@@ -300,7 +300,7 @@ def npu_convert_dropout():
 
 
 def test_keras_dropout_goes_through_the_npu_dropout(npu_convert_dropout):
-    import tf_keras
+    tf_keras = _keras2()
 
     assert tf_keras.layers.Dropout.call is npu_convert_dropout.dropout_call
     assert set(npu_convert_dropout.PATCHED_CLASSES) >= {tf_keras.layers.Dropout}
@@ -445,7 +445,7 @@ def test_raw_namespace_is_shared_and_names_what_is_missing():
 
 
 def test_keras_dropout_is_restored_after_the_patch_test():
-    import tf_keras
+    tf_keras = _keras2()
 
     layer = tf_keras.layers.Dropout(0.5)
     # eagerly in training: the stock Keras call again (the NPU dropout refuses eager mode)
@@ -509,3 +509,17 @@ def test_ops_are_built_from_the_device_op_list(case):
         _op_list_cases()[case]()
     off_list = sorted({op.type for op in graph.get_operations()} - set(supported))
     assert off_list == []
+
+
+def _keras2():
+    """Keras 2 as scripts use it: ``tf_keras`` when installed, else TensorFlow 2.15's own
+    ``tf.keras`` (skips with Keras 3 alone)."""
+    try:
+        import tf_keras
+    except ImportError:
+        import keras
+
+        if not str(keras.__version__).startswith("2."):
+            pytest.skip("needs Keras 2 (tf_keras, or TensorFlow 2.15's tf.keras)")
+        return tf.keras
+    return tf_keras

@@ -306,7 +306,7 @@ def test_model_to_npu_estimator_without_tf_estimator():
 
 @pytest.mark.skipif(not HAS_TF_ESTIMATOR, reason="needs tf.estimator (TensorFlow 2.15)")
 def test_model_to_npu_estimator_trains(tmp_path):
-    import tf_keras
+    tf_keras = _keras2()
 
     from npu_bridge.estimator.npu.npu_config import NPURunConfig
     from npu_bridge.estimator.npu.npu_estimator import NPUEstimator
@@ -430,3 +430,17 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+def _keras2():
+    """Keras 2 as scripts use it: ``tf_keras`` when installed, else TensorFlow 2.15's own
+    ``tf.keras`` (skips with Keras 3 alone)."""
+    try:
+        import tf_keras
+    except ImportError:
+        import keras
+
+        if not str(keras.__version__).startswith("2."):
+            pytest.skip("needs Keras 2 (tf_keras, or TensorFlow 2.15's tf.keras)")
+        return tf.keras
+    return tf_keras

@@ -12,6 +12,7 @@ and raises ``RuntimeError`` when called eagerly, as the original.
 
 import importlib
 import numbers
+import sys
 
 import tensorflow as tf
 from tensorflow.python.keras.utils import tf_utils
@@ -44,20 +45,33 @@ def dropout_call(self, inputs, training=None):
                                                  lambda: tf.identity(inputs))
 
 
+def _keras2_layers():
+    """The layers module of the Keras 2 that scripts use: ``tf_keras`` when installed, else
+    ``tf.keras`` when it is Keras 2 (TensorFlow 2.15's own); None with Keras 3 alone."""
+    try:
+        return importlib.import_module("tf_keras.layers")
+    except ImportError:
+        pass
+    layers = getattr(tf.keras, "layers", None)
+    keras = sys.modules.get("keras")
+    if layers is not None and str(getattr(keras, "__version__", "3")).startswith("2."):
+        return layers
+    return None
+
+
 def _dropout_classes():
+    """Keras 2's ``Dropout`` first (the original's ``Dropout`` name), then TensorFlow's bundled
+    legacy Keras one."""
     classes = []
-    for module_name in ("tf_keras.layers", "tensorflow.python.keras.layers.core"):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        cls = getattr(module, "Dropout", None)
+    keras2 = _keras2_layers()
+    try:
+        bundled = importlib.import_module("tensorflow.python.keras.layers.core")
+    except ImportError:
+        bundled = None
+    for module in (keras2, bundled):
+        cls = getattr(module, "Dropout", None) if module is not None else None
         if cls is not None and cls not in classes:
             classes.append(cls)
-    keras_dropout = getattr(getattr(tf.keras, "layers", None), "Dropout", None)
-    if keras_dropout is not None and keras_dropout.__module__.startswith("tf_keras") \
-            and keras_dropout not in classes:
-        classes.append(keras_dropout)
     return classes
 
 
