@@ -1,6 +1,7 @@
 """dump compare: ours against ours (fp32 vs float16-emulated, an injected error) and ours
 against a dump laid out by a device; the JSON, the HTML page and the CLI."""
 
+import importlib
 import io
 import json
 import os
@@ -299,17 +300,7 @@ def test_cli_does_not_import_tensorflow(dumps):
 # ---------------------------------------------------------------------------- real browser
 
 
-def _screenshot_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "screenshot_report", os.path.join(ROOT, "npu_adapter", "report", "screenshot.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SHOT = _screenshot_module()
+SHOT = importlib.import_module("npu_adapter.report.screenshot")
 CHROMIUM = SHOT.find_chromium()
 
 

@@ -2,6 +2,7 @@
 profiled plain session writes (Chrome traces, training trace, summaries, HTML)."""
 
 import csv
+import importlib
 import io
 import json
 import os
@@ -513,17 +514,7 @@ def test_nothing_happens_when_profiling_is_off():
 # ---------------------------------------------------------------------------- real browser
 
 
-def _screenshot_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "screenshot_report", os.path.join(ROOT, "npu_adapter", "report", "screenshot.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SHOT = _screenshot_module()
+SHOT = importlib.import_module("npu_adapter.report.screenshot")
 CHROMIUM = SHOT.find_chromium()
 
 

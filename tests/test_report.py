@@ -1,5 +1,6 @@
 """Placement report (placement.json), report.html and the drawings; a real browser when present."""
 
+import importlib
 import importlib.util
 import json
 import os
@@ -271,15 +272,7 @@ def test_layout_is_deterministic_and_survives_cycles():
 # ----------------------------------------------------------------------------- real browser
 
 
-def _screenshot_module():
-    spec = importlib.util.spec_from_file_location(
-        "screenshot_report", ROOT / "npu_adapter" / "report" / "screenshot.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SHOT = _screenshot_module()
+SHOT = importlib.import_module("npu_adapter.report.screenshot")
 CHROMIUM = SHOT.find_chromium()
 
 

@@ -21,7 +21,19 @@ from tensorflow.core.framework import attr_value_pb2, graph_pb2
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.names import parse_input
 
-__all__ = ["SplicePlan", "plan_splice", "splice_into_graph"]
+__all__ = ["SplicePlan", "detach_foreign_colocation", "plan_splice", "splice_into_graph"]
+
+
+def detach_foreign_colocation(copy, importing, colocations):
+    """Drop the ``_class`` colocation groups of ``copy`` (a NodeDef about to be imported) when
+    one names a node outside ``importing``: ``import_graph_def`` cannot bind a group to a node
+    it does not import. The groups are recorded in ``colocations[name]``, to be set on the
+    imported op afterwards."""
+    groups = copy.attr.get("_class")
+    if groups is not None and any(g.startswith(b"loc:@") and g[5:].decode() not in importing
+                                  for g in groups.list.s):
+        colocations[copy.name] = list(groups.list.s)
+        del copy.attr["_class"]
 
 
 class SplicePlan(collections.namedtuple(
@@ -111,13 +123,7 @@ def plan_splice(rewritten, original_nodes, *, has_outputs):
             continue
         copy = out.node.add()
         copy.CopyFrom(node)
-        groups = node.attr.get("_class")
-        if groups is not None and any(g.startswith(b"loc:@") and g[5:].decode() not in changed
-                                      for g in groups.list.s):
-            # import_graph_def cannot bind a colocation group to a node it does not import:
-            # drop it here and restore it on the imported op afterwards.
-            colocations[node.name] = list(groups.list.s)
-            del copy.attr["_class"]
+        detach_foreign_colocation(copy, changed, colocations)
         for text in node.input:
             src, port, is_control = parse_input(text)
             if src in changed:

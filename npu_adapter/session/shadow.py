@@ -25,6 +25,7 @@ from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.names import parse_input
+from npu_adapter.graph.splice import detach_foreign_colocation
 
 __all__ = ["ShadowGraph", "Installed", "note_graph_changed"]
 
@@ -248,14 +249,7 @@ class ShadowGraph:
             copy.CopyFrom(node)
             if FED_TENSOR_ATTR in copy.attr:
                 del copy.attr[FED_TENSOR_ATTR]
-            groups = node.attr.get("_class")
-            if groups is not None and any(
-                    g.startswith(b"loc:@") and g[5:].decode() not in importing
-                    for g in groups.list.s):
-                # import_graph_def cannot bind a colocation group to a node it does not import:
-                # drop it here and restore it on the imported op afterwards.
-                colocations[node.name] = list(groups.list.s)
-                del copy.attr["_class"]
+            detach_foreign_colocation(copy, importing, colocations)
             for text in node.input:
                 src, port, is_control = parse_input(text)
                 if src in importing:
