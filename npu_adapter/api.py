@@ -5,12 +5,11 @@ extract the client graph of the run signature, run the pass pipeline with its in
 describe the result (clusters, placement of every node, tensor mapping).
 """
 
-import contextlib
-import gc
 import os
 
 from tensorflow.core.framework import graph_pb2
 
+from npu_adapter.collector import collector_paused
 from npu_adapter.errors import GraphError, GraphInvariantError, RewriteError
 from npu_adapter.graph.aliases import complete_fetch_ports, keep_user_names
 from npu_adapter.graph.extract import extract_client_graph, normalize_tensor_name
@@ -147,23 +146,6 @@ def _maps(final_graph, clusters, client_names, fetches, targets, feed_map):
     return {k: (v if ":" in v else v + ":0") for k, v in tensor_map.items()}, op_map
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector while a rewrite runs.
-
-    A rewrite allocates millions of small objects (index lists, tuples, protobuf wrappers) and
-    frees none of them as cycles; the collector's generation scans made a third of the run time
-    on 100k-node graphs and made indexing superlinear. Reference counting still frees memory.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, backend="cpu",
             dump_dir=None, graph_num=1, pipeline=None, op_support=None, instruments=(),
             use_cache=False):
@@ -199,7 +181,7 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         in_out_pair errors, lazy_recompile with loop sinking, ...). Nothing is left half-done:
         the input graph is never modified.
     """
-    with _collector_paused():
+    with collector_paused():
         return _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num,
                         pipeline, op_support, instruments, use_cache)
 

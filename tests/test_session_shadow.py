@@ -214,3 +214,36 @@ def test_a_fresh_graph_with_the_same_content_reuses_the_rewrite(monkeypatch):
     assert len(runs) == 1  # the second graph differs in its weights only: no pass runs
     assert rewrite_cache.MEMORY.hits == 1
     assert not np.array_equal(outputs[0], outputs[1])
+
+
+
+def _function_library(value):
+    """A FunctionDefLibrary holding one function ``AddConst`` returning ``x + value``."""
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)], autograph=False)
+    def add(x):
+        return x + value
+
+    graph_def = tf.compat.v1.GraphDef()
+    fdef = graph_def.library.function.add()
+    fdef.CopyFrom(add.get_concrete_function().function_def)
+    fdef.signature.name = "AddConst"
+    return graph_def.library
+
+
+def test_functions_enter_the_shadow_once_and_a_clash_is_refused():
+    from tensorflow.python.eager import context
+
+    def count():
+        return sum(f.signature.name == "AddConst"
+                   for f in shadow.graph.as_graph_def().library.function)
+
+    shadow = ShadowGraph.for_graph(tf.Graph())
+    shadow._add_functions(_function_library(1.0))
+    assert count() == 1
+    assert not context.context().has_function("AddConst")  # the graph's, not the eager context's
+    shadow._add_functions(_function_library(1.0))  # equal: nothing to do, no error
+    assert count() == 1
+    # A different body under a taken name is refused, as an import would refuse it.
+    with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="AddConst"):
+        shadow._add_functions(_function_library(2.0))

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from npu_adapter import distributed
+from npu_adapter.collector import collector_paused
 from npu_adapter.errors import RewriteError
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
 from npu_adapter.session.loop import install_loop, loop_target
@@ -372,10 +373,11 @@ class _NpuSessionMixin:
                 signature = shadow.signatures[key] = _Signature(names)
         if owner:
             try:
-                if rewritten:
-                    self._npu_build(signature, config)
-                else:
-                    self._npu_install_unrewritten(signature)
+                with collector_paused():
+                    if rewritten:
+                        self._npu_build(signature, config)
+                    else:
+                        self._npu_install_unrewritten(signature)
             except BaseException as exc:
                 signature.error = exc
                 with shadow.lock:
@@ -456,18 +458,23 @@ class _NpuSessionMixin:
         with signature.lock:
             installed = signature.variants.get(variant.key)
             if installed is None:
-                program = self._npu_program(signature)
-                graph_def = self._npu_instrumented(program.variant_graph(variant.key))
-                tensors, ops, feeds = signature.names
-                result = signature.result
-                _, user_nodes = self._npu_shadow.user_graph_def()
-                installed = self._npu_shadow.install(
-                    graph_def, user_nodes,
-                    fetches={t: result.tensor_map.get(t, t) for t in tensors},
-                    targets={o: result.op_map.get(o, o) for o in ops},
-                    feeds={f: result.feed_map.get(f, f) for f in feeds})
+                with collector_paused():
+                    installed = self._npu_install_variant(signature, variant)
                 signature.variants[variant.key] = installed
         return installed
+
+    def _npu_install_variant(self, signature, variant):
+        """Install the graph of one variant of ``signature`` in the shadow."""
+        program = self._npu_program(signature)
+        graph_def = self._npu_instrumented(program.variant_graph(variant.key))
+        tensors, ops, feeds = signature.names
+        result = signature.result
+        _, user_nodes = self._npu_shadow.user_graph_def()
+        return self._npu_shadow.install(
+            graph_def, user_nodes,
+            fetches={t: result.tensor_map.get(t, t) for t in tensors},
+            targets={o: result.op_map.get(o, o) for o in ops},
+            feeds={f: result.feed_map.get(f, f) for f in feeds})
 
     # ------------------------------------------------------------------ run
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
