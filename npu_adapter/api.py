@@ -227,7 +227,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         if feeds:
             raise GraphError("feeds need fetches or targets (the run signature)")
         work = graph_def
-    cache_key = None
+    cache_key = disk = None
     if use_cache and not dump_instruments and not instruments:
         from npu_adapter.pipeline import rewrite_cache
 
@@ -237,6 +237,11 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
             op_support=op_support if op_support is not None
             else backend_obj.op_support(npu_config))
         hit = rewrite_cache.MEMORY.get(cache_key)
+        disk = rewrite_cache.disk_cache(npu_config)
+        if hit is None and disk is not None:
+            hit = disk.get(cache_key)
+            if hit is not None:
+                rewrite_cache.MEMORY.put(cache_key, *hit)
         if hit is not None:
             light, result = hit
             result.graph_def = payloads.restore(light) if payloads is not None else light
@@ -310,4 +315,6 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         from npu_adapter.pipeline import rewrite_cache
 
         rewrite_cache.MEMORY.put(cache_key, light, result)
+        if disk is not None:
+            disk.put(cache_key, light, result)
     return result

@@ -66,7 +66,8 @@ DOCUMENTED_DEFAULTS = {
     # ours
     "npu_adapter_min_cluster_size": 1, "npu_adapter_max_clusters": 0,
     "npu_adapter_gear_policy": "exact", "npu_adapter_gear_pad_values": "",
-    "npu_adapter_gear_unpad": "", "npu_adapter_dump_dir": "", "npu_adapter_backend": "cpu",
+    "npu_adapter_gear_unpad": "", "npu_adapter_dump_dir": "", "npu_adapter_cache_dir": "",
+    "npu_adapter_backend": "cpu",
     "npu_adapter_isolate_clusters": False, "npu_adapter_emulate_precision": "off",
     "npu_adapter_compile_cache_max_mb": 10240,
 }

@@ -216,7 +216,6 @@ def test_a_fresh_graph_with_the_same_content_reuses_the_rewrite(monkeypatch):
     assert not np.array_equal(outputs[0], outputs[1])
 
 
-
 def _function_library(value):
     """A FunctionDefLibrary holding one function ``AddConst`` returning ``x + value``."""
 

@@ -158,13 +158,25 @@ class CompileCache:
     # ---------------------------------------------------------------- store
     def store(self, key, source, meta=None):
         """Copy the file ``source`` into the cache as ``key``; returns the entry's path."""
+
+        def write(out):
+            with open(source, "rb") as src:
+                shutil.copyfileobj(src, out, _CHUNK)
+
+        return self._store(key, write, meta)
+
+    def store_bytes(self, key, data, meta=None):
+        """Store ``data`` (bytes) as the artefact of ``key``; returns the entry's path."""
+        return self._store(key, lambda out: out.write(data), meta)
+
+    def _store(self, key, write, meta):
         path, record_path = self.path_of(key), self._record_of(key)
         folder = os.path.dirname(path)
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
         try:
-            with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-                shutil.copyfileobj(src, out, _CHUNK)
+            with os.fdopen(fd, "wb") as out:
+                write(out)
                 out.flush()
                 os.fsync(out.fileno())
             size = os.path.getsize(tmp)
@@ -187,6 +199,14 @@ class CompileCache:
         self._count("stores")
         self.evict(keep=key)
         return path
+
+    def discard(self, key, problem):
+        """Remove ``key``'s entry with a :class:`CompileCacheWarning` naming ``problem`` (for
+        callers that find an entry unusable after :meth:`lookup` verified its bytes)."""
+        warnings.warn(f"cache entry {self.path_of(key)} is unusable ({problem}); it is removed "
+                      "and rebuilt", CompileCacheWarning, stacklevel=2)
+        self._remove(key)
+        self._count("corrupt")
 
     # ---------------------------------------------------------------- eviction
     def entries(self):

@@ -449,6 +449,9 @@ _SPECS = [
          ours=True, stamped=False),
     _opt(OUR_PREFIX + "dump_dir", "s", "", "npu_adapter",
          "directory for per-pass graph dumps ('' = no dumps)", ours=True, stamped=False),
+    _opt(OUR_PREFIX + "cache_dir", "s", "", "npu_adapter",
+         "existing directory where rewrites are cached for other processes ('' = "
+         "graph_compiler_cache_dir when set, else no disk cache)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "isolate_clusters", "b", False, "npu_adapter",
          "CPU reference: never inline cluster functions (keeps the device boundary at run time; "
          "numbers may then differ from plain TF by rounding)", ours=True, stamped=False),

@@ -9,30 +9,55 @@ backend, ``graph_num``, the op support list, the environment variables that chan
 rewrite, and the versions), and a hit restores the current graph's weights into a copy of the
 cached light result.
 
-:data:`MEMORY` holds the results of this process (bounded, least recently used dropped). A disk
-layer (under ``graph_compiler_cache_dir`` / ``npu_adapter_cache_dir``) shares them between
-processes.
+:data:`MEMORY` holds the results of this process (bounded, least recently used dropped).
+:func:`disk_cache` is the layer shared between processes, under ``npu_adapter_cache_dir`` (or
+``graph_compiler_cache_dir``) in ``npu_adapter_rewrite/``: each entry is the light GraphDef
+(protobuf) and a JSON record of the other result fields, written atomically, checked by size and
+SHA-256 on read (a corrupt or unreadable entry is removed with a warning and rebuilt), and
+bounded by ``npu_adapter_compile_cache_max_mb`` (least recently used removed). No pickle: the
+record holds strings, numbers and lists only, and a result that does not fit is not stored.
 """
 
 import collections
 import copy
+import functools
 import hashlib
 import json
 import os
 import threading
 
-__all__ = ["RewriteCache", "MEMORY", "rewrite_key"]
+__all__ = ["RewriteCache", "DiskRewriteCache", "MEMORY", "rewrite_key", "disk_cache"]
 
 # Environment variables a rewrite reads (they change its result).
 _ENVIRONMENT = ("ASCEND_OPP_PATH", "ASCEND_CUSTOM_OPP_PATH", "NPU_ADAPTER_EMULATE_PRECISION")
 
 
+@functools.lru_cache(maxsize=1)
 def _versions():
     import tensorflow as tf
 
     from npu_adapter import __version__
 
-    return {"npu_adapter": __version__, "tensorflow": tf.__version__}
+    return {"npu_adapter": __version__, "tensorflow": tf.__version__, "code": _code_stamp()}
+
+
+def _code_stamp():
+    """A digest of our installed sources (path, size, modification time): a checkout whose
+    passes changed under the same version must not reuse another code's rewrites from disk."""
+    import npu_adapter
+    import npu_adapter.passes
+
+    digest = hashlib.sha256()
+    for package in (npu_adapter, npu_adapter.passes):
+        root = os.path.dirname(os.path.abspath(package.__file__))
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(folder, name))
+                    rel = os.path.relpath(os.path.join(folder, name), root)
+                    digest.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()[:16]
 
 
 def rewrite_key(client_graph_def, *, fetches, targets, feeds, config, backend, graph_num,
@@ -106,3 +131,98 @@ class RewriteCache:
 
 MEMORY = RewriteCache()
 """The rewrite results of this process."""
+
+
+# RewriteResult fields the disk record holds (the graph is the artefact; clusters are re-read
+# from it, as a fresh rewrite reads them).
+_RECORD_FIELDS = ("placement", "modified", "skip_reason", "tensor_map", "op_map", "feed_map",
+                  "pipeline", "timings", "pass_info", "aliases")
+_FORMAT = 1
+
+
+class DiskRewriteCache:
+    """Rewrite results shared between processes (see the module docstring).
+
+    Args:
+        directory: an existing, writable directory.
+        option: the option that named it (for errors).
+        max_bytes: size bound of the entries (None or 0: unbounded).
+    """
+
+    def __init__(self, directory, option, max_bytes=None):
+        from npu_adapter.backends.compile_cache import CompileCache
+
+        self.store = CompileCache(directory, "rewrite", suffix=".pb", max_bytes=max_bytes,
+                                  option=option)
+
+    @property
+    def stats(self):
+        """Hit, miss, store, eviction and corrupt counters of this process."""
+        return self.store.stats
+
+    def get(self, key):
+        """``(light graph_def, result)`` for ``key`` or None."""
+        from tensorflow.core.framework import graph_pb2
+        from google.protobuf.message import DecodeError
+
+        from npu_adapter.pipeline.result import RewriteResult, clusters_from_graph
+
+        path = self.store.lookup(key)
+        if path is None:
+            return None
+        record = self.store.record(key) or {}
+        meta = record.get("meta") or {}
+        try:
+            if meta.get("format") != _FORMAT or set(_RECORD_FIELDS) - set(meta):
+                raise ValueError("its record lacks result fields")
+            with open(path, "rb") as f:
+                light = graph_pb2.GraphDef.FromString(f.read())
+            result = RewriteResult(
+                graph_def=None, clusters=clusters_from_graph(light),
+                timings=[tuple(t) for t in meta["timings"]],
+                **{k: meta[k] for k in _RECORD_FIELDS if k != "timings"})
+        except (OSError, ValueError, TypeError, KeyError, DecodeError) as exc:
+            self.store.discard(key, str(exc) or type(exc).__name__)
+            return None
+        return light, result
+
+    def put(self, key, light_graph_def, result):
+        """Store ``result`` (with ``light_graph_def`` as its graph); False when its fields do
+        not fit a JSON record (then it stays in memory only)."""
+        meta = {k: getattr(result, k) for k in _RECORD_FIELDS}
+        meta["format"] = _FORMAT
+        try:
+            json.dumps(meta)
+        except (TypeError, ValueError):
+            return False
+        self.store.store_bytes(key, light_graph_def.SerializeToString(deterministic=True), meta)
+        return True
+
+
+_DISK = {}
+_DISK_LOCK = threading.Lock()
+
+
+def disk_cache(config):
+    """The :class:`DiskRewriteCache` named by ``config`` (``npu_adapter_cache_dir``, else
+    ``graph_compiler_cache_dir``), or None when neither is set. One per directory and bound
+    in this process.
+
+    Raises:
+        CompileCacheDirError: the directory does not exist or is not writable.
+    """
+    option = "npu_adapter_cache_dir"
+    directory = getattr(config, option, "") or ""
+    if not directory:
+        option = "graph_compiler_cache_dir"
+        directory = getattr(config, option, "") or ""
+    if not directory:
+        return None
+    max_mb = int(getattr(config, "npu_adapter_compile_cache_max_mb", 0) or 0)
+    where = (os.path.abspath(os.path.expanduser(directory)), max_mb)
+    with _DISK_LOCK:
+        cache = _DISK.get(where)
+        if cache is None:
+            cache = _DISK[where] = DiskRewriteCache(directory, option,
+                                                    max_mb * (1 << 20) or None)
+        return cache
