@@ -98,13 +98,17 @@ def test_a_damaged_entry_is_removed_with_a_warning_and_rebuilt(tmp_path, counted
         with open(artefact, "r+b") as f:
             f.truncate(os.path.getsize(artefact) // 2)
     elif damage == "flip":
-        data = bytearray(open(artefact, "rb").read())
+        with open(artefact, "rb") as f:
+            data = bytearray(f.read())
         data[len(data) // 2] ^= 0xFF
-        open(artefact, "wb").write(bytes(data))
+        with open(artefact, "wb") as f:
+            f.write(bytes(data))
     else:  # a record from another format: complete bytes, unusable fields
-        content = json.load(open(record))
+        with open(record) as f:
+            content = json.load(f)
         del content["meta"]["placement"]
-        json.dump(content, open(record, "w"))
+        with open(record, "w") as f:
+            json.dump(content, f)
     rewrite_cache.MEMORY.clear()
     with pytest.warns(CompileCacheWarning, match="rebuilt"):
         rebuilt = _rewrite(_graph_def(), options)

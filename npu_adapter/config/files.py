@@ -33,7 +33,8 @@ PATH_OPTIONS = (
     "aoe_config_file", "compress_weight_conf", "customize_dtypes", "debug_dir", "dump_path",
     "fusion_switch_file", "graph_compiler_cache_dir", "graph_parallel_option_path",
     "insert_op_file", "modify_mixlist", "npu_adapter_cache_dir", "npu_adapter_dump_dir",
-    "op_compiler_cache_dir", "op_debug_config", "op_precision_mode", "resource_config_path", "work_path",
+    "op_compiler_cache_dir", "op_debug_config", "op_precision_mode", "resource_config_path",
+    "work_path",
 )
 """Options whose value is a file or directory path."""
 

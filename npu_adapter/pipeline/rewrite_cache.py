@@ -162,8 +162,8 @@ class DiskRewriteCache:
 
     def get(self, key):
         """``(light graph_def, result)`` for ``key`` or None."""
-        from tensorflow.core.framework import graph_pb2
         from google.protobuf.message import DecodeError
+        from tensorflow.core.framework import graph_pb2
 
         from npu_adapter.pipeline.result import RewriteResult, clusters_from_graph
 
