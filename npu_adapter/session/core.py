@@ -175,6 +175,46 @@ class _RunPlan:
         self.fed_names = fed_names      # their tensor names, same order
 
 
+def _fetch_map(result, tensors, graph_def):
+    """User tensor name → the tensor to fetch in ``graph_def`` (a rewritten graph).
+
+    A fetch the rewrite moved into a cluster is fetched through its alias (the Identity that
+    keeps the user's name) rather than from the cluster call: Grappler never inlines a fetched
+    node, so fetching the call itself would leave it a function call with its own executor.
+    """
+    aliases = result.aliases
+    present = None
+    fetch = {}
+    for t in tensors:
+        node = t.rpartition(":")[0]
+        if node in aliases:
+            if present is None:
+                present = {n.name for n in graph_def.node}
+            if node in present:
+                fetch[t] = t
+                continue
+        fetch[t] = result.tensor_map.get(t, t)
+    return fetch
+
+
+def _inline_small_graphs(config):
+    """``config`` for TensorFlow's session of a rewriting session: Grappler runs on graphs of
+    any size unless the user chose ``min_graph_nodes``.
+
+    Grappler skips graphs under 4 nodes (its default), and a rewrite often collapses a small
+    signature into fewer: the cluster call then stays a function call with its own executor,
+    ``_Arg`` and ``_Retval`` (~+30 us per run on a 3-node graph), where a plain session runs
+    the ops in its own executor. Running Grappler inlines the call again.
+    """
+    if config is not None and config.graph_options.rewrite_options.min_graph_nodes != 0:
+        return config
+    copy = _tf1.ConfigProto()
+    if config is not None:
+        copy.CopyFrom(config)
+    copy.graph_options.rewrite_options.min_graph_nodes = -1
+    return copy
+
+
 class _NpuSessionMixin:
     """``run``/``make_callable``/partial runs of an NpuSession (see the module docstring)."""
 
@@ -184,10 +224,17 @@ class _NpuSessionMixin:
     def _npu_base_init(self, target="", graph=None, config=None):
         """``BaseSession.__init__`` of every session while :func:`~npu_adapter.session.install`
         is in effect: parse the options, then open TensorFlow's session on the right graph."""
-        graph = self._npu_init(graph, config)
-        # A rank of a multi-rank job runs its sessions on its TensorFlow server.
+        _BASE["__init__"](self, *self._npu_session_args(target, graph, config))
+
+    def _npu_session_args(self, target, graph, config):
+        """``(target, graph, config)`` for TensorFlow's session: options parsed and checked
+        first (before a session exists), the shadow graph for a rewriting session, Grappler on
+        small graphs too, and in a rank of a multi-rank job its TensorFlow server."""
+        tf_graph = self._npu_init(graph, config)
+        if self._npu_enabled:
+            config = _inline_small_graphs(config)
         target, config = distributed.session_target(target, config)
-        _BASE["__init__"](self, target, graph, config)
+        return target, tf_graph, config
 
     def _npu_init(self, graph, config):
         """Parse the options and decide the graph TensorFlow's session runs on (idempotent:
@@ -422,7 +469,7 @@ class _NpuSessionMixin:
             raise error_cls(None, None, str(exc)) from exc
         signature.result = result
         graph_def = self._npu_instrumented(result.graph_def)
-        maps = {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
+        maps = {"fetches": _fetch_map(result, tensors, graph_def),
                 "targets": {o: result.op_map.get(o, o) for o in ops},
                 "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
         signature.loop = loop_target(ops, config)
@@ -472,7 +519,7 @@ class _NpuSessionMixin:
         _, user_nodes = self._npu_shadow.user_graph_def()
         return self._npu_shadow.install(
             graph_def, user_nodes,
-            fetches={t: result.tensor_map.get(t, t) for t in tensors},
+            fetches=_fetch_map(result, tensors, graph_def),
             targets={o: result.op_map.get(o, o) for o in ops},
             feeds={f: result.feed_map.get(f, f) for f in feeds})
 
@@ -508,7 +555,10 @@ class _NpuSessionMixin:
         if profiling:
             options, run_metadata = _traced(options, run_metadata)
         with self._npu_inside():
-            values = _BASE["run"](self, mapped, mapped_feeds, options, run_metadata)
+            if len(mapped) == 1:  # TensorFlow's fetch mapper costs less for one element
+                values = [_BASE["run"](self, mapped[0], mapped_feeds, options, run_metadata)]
+            else:
+                values = _BASE["run"](self, mapped, mapped_feeds, options, run_metadata)
         if profiling:
             profiler.after_run(run_metadata, iterations=int(config.iterations_per_loop)
                                if signature.loop is not None else 1)
@@ -676,9 +726,7 @@ class NpuSession(_NpuSessionMixin, ORIGINAL_CLASSES["Session"]):
     """
 
     def __init__(self, target="", graph=None, config=None):
-        tf_graph = self._npu_init(graph, config)  # validate options before a session exists
-        target, config = distributed.session_target(target, config)  # a rank: its own server
-        super().__init__(target, tf_graph, config)
+        super().__init__(*self._npu_session_args(target, graph, config))
 
 
 class PlainSession(ORIGINAL_CLASSES["Session"]):
@@ -692,6 +740,4 @@ class NpuInteractiveSession(_NpuSessionMixin, ORIGINAL_CLASSES["InteractiveSessi
     """``tf.compat.v1.InteractiveSession`` counterpart of :class:`NpuSession`."""
 
     def __init__(self, target="", graph=None, config=None):
-        tf_graph = self._npu_init(graph, config)
-        target, config = distributed.session_target(target, config)
-        super().__init__(target, tf_graph, config)
+        super().__init__(*self._npu_session_args(target, graph, config))
