@@ -32,15 +32,15 @@ __all__ = ["RewriteCache", "DiskRewriteCache", "MEMORY", "rewrite_key", "disk_ca
 _ENVIRONMENT = ("ASCEND_OPP_PATH", "ASCEND_CUSTOM_OPP_PATH", "NPU_ADAPTER_EMULATE_PRECISION")
 
 
-@functools.lru_cache(maxsize=1)
 def _versions():
     import tensorflow as tf
 
     from npu_adapter import __version__
 
-    return {"npu_adapter": __version__, "tensorflow": tf.__version__, "code": _code_stamp()}
+    return {"npu_adapter": __version__, "tensorflow": tf.__version__}
 
 
+@functools.lru_cache(maxsize=1)
 def _code_stamp():
     """A digest of our installed sources (path, size, modification time): a checkout whose
     passes changed under the same version must not reuse another code's rewrites from disk."""
@@ -160,6 +160,12 @@ class DiskRewriteCache:
         """Hit, miss, store, eviction and corrupt counters of this process."""
         return self.store.stats
 
+    @staticmethod
+    def _disk_key(key):
+        """The entry name of ``key``: with the stamp of our sources, which only matters across
+        processes (and costs a few ms to take, once)."""
+        return hashlib.sha256(f"{key}:{_code_stamp()}".encode()).hexdigest()
+
     def get(self, key):
         """``(light graph_def, result)`` for ``key`` or None."""
         from google.protobuf.message import DecodeError
@@ -167,6 +173,7 @@ class DiskRewriteCache:
 
         from npu_adapter.pipeline.result import RewriteResult, clusters_from_graph
 
+        key = self._disk_key(key)
         path = self.store.lookup(key)
         if path is None:
             return None
@@ -191,6 +198,7 @@ class DiskRewriteCache:
         not fit a JSON record (then it stays in memory only)."""
         meta = {k: getattr(result, k) for k in _RECORD_FIELDS}
         meta["format"] = _FORMAT
+        key = self._disk_key(key)
         try:
             json.dumps(meta)
         except (TypeError, ValueError):

@@ -6,6 +6,7 @@
 * :mod:`npu_adapter.session.install`: :func:`install` / :func:`uninstall`.
 """
 
+import contextlib
 import importlib
 
 from npu_adapter.backends.runtime import LAZY_CACHE_SIZE
@@ -31,6 +32,8 @@ _SESSION_MODULES = (
 for _name in _SESSION_MODULES:
     importlib.import_module(_name)
 del _name
+with contextlib.suppress(Exception):  # a broken install is reported by the first rewrite
+    importlib.import_module("npu_adapter.op_support").default_op_support()
 
 __all__ = ["NpuSession", "NpuInteractiveSession", "install", "uninstall", "is_installed",
            "plain_session_class", "note_graph_changed", "is_npu_session", "LAZY_CACHE_SIZE"]
