@@ -323,7 +323,12 @@ def test_quick_run_end_to_end(tmp_path):
     (counts,) = gears["gear_counts"].values()  # one cluster; batch 4 always picks gear 1 (1;4;8)
     assert gears["outputs_equal"] and list(counts) == ["1"] and counts["1"] > 0
     fresh = doc["sections"]["fresh"]["rows"]
-    assert [r["unit"] for r in fresh] == ["s", "MB"] and fresh[1]["value"]["median"] > 100
+    assert [r["unit"] for r in fresh] == ["s", "s", "MB"] and fresh[2]["value"]["median"] > 100
+    assert "warm disk cache" in fresh[1]["metric"]
+    # The warm side took its rewrite from the disk cache the priming process filled; the cold
+    # side had no disk cache.
+    assert fresh[1]["details"]["warm_disk_hits"] == [1]
+    assert doc["sections"]["fresh"]["details"]["small_mlp"]["npu_disk_hits"] == [None]
     dump = doc["sections"]["dump"]["details"]["small_mlp"]
     assert not dump["off"]["instrumented"] and dump["off"]["outputs_equal"]
     on = dump["tensor dump, every op, every step"]

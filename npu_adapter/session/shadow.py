@@ -24,6 +24,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
+from npu_adapter.graph.forwarding import bypass_argument_identities
 from npu_adapter.graph.names import parse_input
 from npu_adapter.graph.splice import detach_foreign_colocation
 
@@ -257,12 +258,23 @@ class ShadowGraph:
             subset.CopyFrom(library)
             defined = tf_function.from_library(subset)
         else:
-            defined = [tf_function._from_definition(f) for f in new]
+            # The rewrite's functions (not the user's) run without their forwarding
+            # Identities: see graph/forwarding.py.
+            user = self._user_function_names()
+            defined = [tf_function._from_definition(
+                f if f.signature.name in user else bypass_argument_identities(f)) for f in new]
         with self.graph.as_default():  # outside it, add_to_graph adds to the eager context
             for f in defined:
                 f.add_to_graph(self.graph)
         for f in library.function:
             self._functions[f.signature.name] = f
+
+    def _user_function_names(self):
+        user_graph = self._user()
+        if user_graph is None:
+            return frozenset()
+        graph_def, _ = self.user_graph_def()
+        return frozenset(f.signature.name for f in graph_def.library.function)
 
     def _import(self, graph_def, nodes, importing, scope, bound):
         """Import ``nodes`` of ``graph_def`` (their names: ``importing``) under ``scope`` (None:
