@@ -237,7 +237,10 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
             op_support=op_support if op_support is not None
             else backend_obj.op_support(npu_config))
         hit = rewrite_cache.MEMORY.get(cache_key)
-        disk = rewrite_cache.disk_cache(npu_config)
+        # Only backends whose rewritten graphs hold nothing process-bound share them on disk
+        # (the CANN lowering registers a callback token per cluster in this process).
+        disk = rewrite_cache.disk_cache(npu_config) \
+            if getattr(backend_obj, "portable_rewrites", False) else None
         if hit is None and disk is not None:
             hit = disk.get(cache_key)
             if hit is not None:

@@ -165,3 +165,16 @@ def test_a_second_process_does_no_pass_work(tmp_path):
         outputs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert [o["runs"] for o in outputs] == [1, 0]
     assert outputs[0]["value"] == outputs[1]["value"]
+
+
+def test_a_backend_with_process_bound_rewrites_keeps_them_in_memory(tmp_path, counted_passes):
+    from npu_adapter.backends.cpu.lowering import CpuReferenceBackend
+
+    class ProcessBound(CpuReferenceBackend):
+        portable_rewrites = False  # e.g. CANN: callback tokens registered in this process
+
+    options = {"npu_adapter_cache_dir": str(tmp_path)}
+    npu_adapter.rewrite(_graph_def(), options, fetches=["probs:0"], feeds=["x:0"],
+                        backend=ProcessBound(), use_cache=True)
+    assert not glob.glob(str(tmp_path / "npu_adapter_rewrite" / "*" / "*"))
+    assert len(counted_passes) == 1

@@ -44,6 +44,10 @@ class Backend(abc.ABC):
     # Consts of at least this many bytes stay outside cluster functions and are passed in as
     # arguments (None: constants go into the cluster, as the original puts them into the GeOp).
     hoist_constants_bytes = None
+    # True when a rewritten graph holds nothing tied to the process that made it (no callback
+    # tokens, handles or registrations), so another process may take it from the disk rewrite
+    # cache. False (the safe default) keeps this backend's rewrites in the process.
+    portable_rewrites = False
 
     def op_support(self, config):
         """The op-support list for this backend under ``config``.

@@ -49,6 +49,8 @@ __all__ = [
 # lazy_recompile keeps at most this many shape specialisations per signature, as the original's
 # GeOp keeps at most 10 compiled graphs per kernel (least frequently used evicted).
 LAZY_CACHE_SIZE = 10
+# Gear decisions remembered per Program (distinct fed shapes); beyond it decisions are remade.
+_DECISIONS_MAX = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +188,7 @@ class Program:
         self._lazy_uses = {}     # shape key -> [use count, age]
         self._seen_shapes = set()
         self._age = 0
+        self._decisions = {}     # fed shapes -> (Selection, gear statistics to count)
 
     @property
     def needs_shapes(self):
@@ -211,17 +214,33 @@ class Program:
     def select(self, fed_shapes):
         """The :class:`Selection` for a run whose fed tensors have ``fed_shapes``
         (tensor name → shape tuple; tensors the session cannot see are absent)."""
-        gears = self._choose_gears(fed_shapes) if self.gear_clusters else ()
         if self.lazy:
+            gears, counted = self._choose_gears(fed_shapes) if self.gear_clusters else ((), ())
+            self._count_gears(counted)
             return Selection(self._lazy_variant(fed_shapes), gears)
-        if gears and all(g is not None for g in gears) and \
-                all(c.policy == "exact" for c in self.gear_clusters):
-            return Selection(Variant(("gears", gears)), gears)
-        return Selection(Variant(None), gears)
+        # Gear dispatch runs on every step: the decision for a set of shapes is made once and
+        # replayed (a few microseconds of a small model's step), statistics included.
+        key = tuple(fed_shapes.items())
+        memo = self._decisions.get(key)
+        if memo is None:
+            gears, counted = self._choose_gears(fed_shapes) if self.gear_clusters else ((), ())
+            if gears and all(g is not None for g in gears) and \
+                    all(c.policy == "exact" for c in self.gear_clusters):
+                selection = Selection(Variant(("gears", gears)), gears)
+            else:
+                selection = Selection(Variant(None), gears)
+            memo = (selection, counted)
+            if len(self._decisions) < _DECISIONS_MAX:
+                self._decisions[key] = memo
+        selection, counted = memo
+        self._count_gears(counted)
+        return selection
 
     def _choose_gears(self, fed_shapes):
+        """``(gear per gear cluster, what to count)``: the second item lists ``(cluster, gear,
+        fed elements, computed elements)`` for :meth:`_count_gears`."""
         chosen = []
-        stats = self.runtime.stats_record
+        counted = []
         for cluster in self.gear_clusters:
             try:
                 shapes = [tuple(fed_shapes[self._user_name.get(name, name)])
@@ -239,14 +258,21 @@ class Program:
                 for d in shape:
                     size *= int(d)
                 fed += size
-            with self.runtime.lock:
+            counted.append((cluster, g, fed, cluster.table.elements(g)))
+        return tuple(chosen), tuple(counted)
+
+    def _count_gears(self, counted):
+        if not counted:
+            return
+        stats = self.runtime.stats_record
+        with self.runtime.lock:
+            for cluster, g, fed, computed in counted:
                 st = stats.cluster(cluster.name)
                 st.policy = cluster.policy
                 st.runs += 1
                 st.gear_counts[g] = st.gear_counts.get(g, 0) + 1
                 st.actual_elements += fed
-                st.padded_elements += cluster.table.elements(g)
-        return tuple(chosen)
+                st.padded_elements += computed
 
     def _lazy_variant(self, fed_shapes):
         key = ("shapes", tuple((name, tuple(fed_shapes[name])) for name in self.feeds

@@ -85,6 +85,7 @@ class CpuReferenceBackend(Backend):
     """Runs clusters as TF functions on the CPU; the default backend."""
 
     name = "cpu"
+    portable_rewrites = True  # plain TensorFlow functions
     runtime_class = "npu_adapter.backends.cpu.runtime:CpuReferenceRuntime"
     per_op_node_support = True  # graph inputs are a property of the op type
     # Large Consts stay in the outer graph and are passed to the cluster as arguments: the
