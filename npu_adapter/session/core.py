@@ -175,28 +175,6 @@ class _RunPlan:
         self.fed_names = fed_names      # their tensor names, same order
 
 
-def _fetch_map(result, tensors, graph_def):
-    """User tensor name → the tensor to fetch in ``graph_def`` (a rewritten graph).
-
-    A fetch the rewrite moved into a cluster is fetched through its alias (the Identity that
-    keeps the user's name) rather than from the cluster call: Grappler never inlines a fetched
-    node, so fetching the call itself would leave it a function call with its own executor.
-    """
-    aliases = result.aliases
-    present = None
-    fetch = {}
-    for t in tensors:
-        node = t.rpartition(":")[0]
-        if node in aliases:
-            if present is None:
-                present = {n.name for n in graph_def.node}
-            if node in present:
-                fetch[t] = t
-                continue
-        fetch[t] = result.tensor_map.get(t, t)
-    return fetch
-
-
 def _inline_small_graphs(config):
     """``config`` for TensorFlow's session of a rewriting session: Grappler runs on graphs of
     any size unless the user chose ``min_graph_nodes``.
@@ -204,7 +182,8 @@ def _inline_small_graphs(config):
     Grappler skips graphs under 4 nodes (its default), and a rewrite often collapses a small
     signature into fewer: the cluster call then stays a function call with its own executor,
     ``_Arg`` and ``_Retval`` (~+30 us per run on a 3-node graph), where a plain session runs
-    the ops in its own executor. Running Grappler inlines the call again.
+    the ops in its own executor. Running Grappler inlines the call again (keeping the call's
+    name for its outputs, so the fetch is unchanged).
     """
     if config is not None and config.graph_options.rewrite_options.min_graph_nodes != 0:
         return config
@@ -469,7 +448,7 @@ class _NpuSessionMixin:
             raise error_cls(None, None, str(exc)) from exc
         signature.result = result
         graph_def = self._npu_instrumented(result.graph_def)
-        maps = {"fetches": _fetch_map(result, tensors, graph_def),
+        maps = {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
                 "targets": {o: result.op_map.get(o, o) for o in ops},
                 "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
         signature.loop = loop_target(ops, config)
@@ -519,7 +498,7 @@ class _NpuSessionMixin:
         _, user_nodes = self._npu_shadow.user_graph_def()
         return self._npu_shadow.install(
             graph_def, user_nodes,
-            fetches=_fetch_map(result, tensors, graph_def),
+            fetches={t: result.tensor_map.get(t, t) for t in tensors},
             targets={o: result.op_map.get(o, o) for o in ops},
             feeds={f: result.feed_map.get(f, f) for f in feeds})
 
