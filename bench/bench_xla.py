@@ -64,7 +64,7 @@ def run(ctx):
     from npu_adapter.session import NpuSession
 
     rows, details = [], {}
-    budget = 1.0 if ctx.quick else 8.0
+    budget = 1.0 if ctx.quick else 4.0
     for name in models_needed(ctx.quick):
         spec = ctx.model(name)
         fetches = list(spec.fetches) + list(spec.targets)

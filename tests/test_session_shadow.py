@@ -238,11 +238,11 @@ def test_functions_enter_the_shadow_once_and_a_clash_is_refused():
                    for f in shadow.graph.as_graph_def().library.function)
 
     shadow = ShadowGraph.for_graph(tf.Graph())
-    shadow._add_functions(_function_library(1.0))
+    shadow.add_functions(_function_library(1.0))
     assert count() == 1
     assert not context.context().has_function("AddConst")  # the graph's, not the eager context's
-    shadow._add_functions(_function_library(1.0))  # equal: nothing to do, no error
+    shadow.add_functions(_function_library(1.0))  # equal: nothing to do, no error
     assert count() == 1
     # A different body under a taken name is refused, as an import would refuse it.
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="AddConst"):
-        shadow._add_functions(_function_library(2.0))
+        shadow.add_functions(_function_library(2.0))

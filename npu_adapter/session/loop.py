@@ -88,9 +88,8 @@ def install_loop(shadow, graph_def, user_nodes, iterations, *, fetches, targets,
     out_def.versions.CopyFrom(graph_def.versions)
     out_def.library.CopyFrom(graph_def.library)
     out_def.node.extend(n for n in graph_def.node if n.name in outside)
-    in_def = graph_pb2.GraphDef()
+    in_def = graph_pb2.GraphDef()  # its functions are added to the shadow once, below
     in_def.versions.CopyFrom(graph_def.versions)
-    in_def.library.CopyFrom(graph_def.library)
     inside = [n for n in graph_def.node if n.name not in outside]
     in_def.node.extend(inside)
     needed = set()
@@ -109,6 +108,7 @@ def install_loop(shadow, graph_def, user_nodes, iterations, *, fetches, targets,
 
     with shadow.lock:
         graph = shadow.graph
+        shadow.add_functions(graph_def.library)
         base = shadow.install(out_def, user_nodes,
                               fetches={t: t for t in needed if not t.startswith("^")},
                               targets={t[1:]: t[1:] for t in needed if t.startswith("^")},

@@ -205,7 +205,7 @@ class ShadowGraph:
                 bound[stand_in] = fed
             else:
                 changed.add(stand_in)
-        self._add_functions(graph_def.library)
+        self.add_functions(graph_def.library)
         # 2. The user's own nodes the shadow does not have yet, under their own names.
         own_new = [n for n in nodes if n.name not in changed and n.name not in stand_ins
                    and n.name not in self._present]
@@ -236,7 +236,7 @@ class ShadowGraph:
                          {k: op(v) for k, v in targets.items()},
                          {k: tensor(v) for k, v in feeds.items()})
 
-    def _add_functions(self, library):
+    def add_functions(self, library):
         """Add the functions of ``library`` the shadow does not hold yet, each exactly once.
 
         ``import_graph_def`` would copy a GraphDef's whole library at every import and then
@@ -282,7 +282,7 @@ class ShadowGraph:
         the fed tensor for ``bound`` stand-ins."""
         graph = self.graph
         out = graph_pb2.GraphDef()
-        out.versions.CopyFrom(graph_def.versions)  # the library is added by _add_functions
+        out.versions.CopyFrom(graph_def.versions)  # the library is added by add_functions
         input_map = {}
         colocations = {}
         late_controls = collections.defaultdict(list)
