@@ -35,17 +35,22 @@ Clusters are numbered by the position of their first node in the GraphDef, so na
 the graph: ``GeOp<graph_num>_0``, ``GeOp<graph_num>_1``, ...
 """
 
-from tensorflow.core.framework import types_pb2
+from tensorflow.core.framework import node_def_pb2, types_pb2
 
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.cycles import GraphCycles
 from npu_adapter.graph.types import base_type, is_ref_type
 from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
-from npu_adapter.pipeline.annotations import set_placement
 from npu_adapter.pipeline.base import PassBase, PassOption, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
-from npu_adapter.vocabulary import CLUSTER_ATTR, COPIED_INTO_ATTR, EXECUTES_ATTR
+from npu_adapter.vocabulary import (
+    CLUSTER_ATTR,
+    COPIED_INTO_ATTR,
+    DEVICE_HOST,
+    EXECUTES_ATTR,
+    PLACEMENT_ATTR,
+)
 
 from . import _rules
 from ._common import copy_graph, read_placements, remember_placements
@@ -57,6 +62,15 @@ _NOOP_IDENTITY = ("NoOp", "Identity")
 # The variables CopyVarsBetweenGeOp duplicates (the original checks these two op types only).
 _COPIED_VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp"})
 _FOREVER = object()  # a refusal that no later merge can lift (the path runs through the host)
+
+
+def _set_host(node, out_node, reason):
+    """Annotate ``out_node`` (the copy of ``node``) as host for ``reason``; True when that
+    changed its annotation."""
+    text = f"{DEVICE_HOST}:{reason}".encode()
+    before = node.attr.get(PLACEMENT_ATTR)
+    out_node.attr[PLACEMENT_ATTR].s = text
+    return before is None or before.s != text
 
 
 def cluster_name(graph_num, k):
@@ -91,11 +105,6 @@ class _Clusterer:
         labels = self.labels
         block = self.block_getnext
 
-        def blocked(src):
-            # Edges out of loop back-edge sources are not in the DAG; edges out of an
-            # IteratorGetNext are not contracted in lazy_recompile + enable_dp.
-            return ops[src] in LOOP_BACK_EDGE_OPS or (block and ops[src] == "IteratorGetNext")
-
         # Phase 1, linear: a node whose producers all lie in one and the same group of its own
         # kind joins it — candidates with candidates (same scope label), host nodes with host
         # nodes (host groups only shrink the graph the cycle checks search; they never become
@@ -111,17 +120,24 @@ class _Clusterer:
                 comp[x], x = r, comp[x]
             return r
 
+        view.predecessors(0) if n else None
+        preds_of = view.cache["predecessors"] if n else []
+        back = [op in LOOP_BACK_EDGE_OPS for op in ops]
+        # Per node, whether edges out of it are left out of the contraction: edges out of loop
+        # back-edge sources are not in the DAG; edges out of an IteratorGetNext are not
+        # contracted in lazy_recompile + enable_dp.
+        no_contract = [b or (block and op == "IteratorGetNext") for b, op in zip(back, ops)]
         for dst in order:
-            preds = view.predecessors(dst)
+            preds = preds_of[dst]
             if not preds:
                 continue
             kind = candidate[dst]
             target = None
             for src in preds:
-                if ops[src] in LOOP_BACK_EDGE_OPS:
+                if back[src]:
                     continue
                 if candidate[src] != kind or (kind and (labels[src] != labels[dst]
-                                                         or blocked(src))):
+                                                         or no_contract[src])):
                     target = None
                     break
                 r = root(src)
@@ -149,14 +165,14 @@ class _Clusterer:
         c_blocked = [False] * m
         for v in range(n):
             cv = cnode[v]
-            for u in view.predecessors(v):
-                if ops[u] in LOOP_BACK_EDGE_OPS:
+            for u in preds_of[v]:
+                if back[u]:
                     continue
                 cu = cnode[u]
                 if cu != cv:
                     succ_sets[cu].add(cv)
                     preds_c[cv][cu] = None
-            if blocked(v) and ops[v] not in LOOP_BACK_EDGE_OPS:
+            if no_contract[v] and not back[v]:
                 c_blocked[cv] = True
         c_candidate = [candidate[r] for r in members_of]
         c_label = [labels[r] for r in members_of]
@@ -193,6 +209,17 @@ class _Clusterer:
         version = [0] * m
         refused = {}
         host = [not c for c in c_candidate]
+        # The producers each candidate may contract with do not change between sweeps.
+        contractible = []
+        for dst in c_order:
+            if c_candidate[dst]:
+                label = c_label[dst]
+                sources = [src for src in preds_c[dst]
+                           if c_candidate[src] and not c_blocked[src] and c_label[src] == label]
+                if sources:
+                    contractible.append((dst, sources))
+        c_rank = cycles.rank
+        c_out = cycles.out
         changed = True
         while changed:
             changed = False
@@ -200,17 +227,12 @@ class _Clusterer:
             # latest-ranked first: with A → C → dst, merging C and dst first turns the path
             # A → C → dst into the direct edge the next contraction needs (far fewer refusals
             # than trying A first).
-            for dst in c_order:
-                if not c_candidate[dst]:
-                    continue
-                sources = [src for src in preds_c[dst]
-                           if c_candidate[src] and not c_blocked[src]
-                           and c_label[src] == c_label[dst]]
+            for dst, sources in contractible:
                 if len(sources) > 1:
-                    sources.sort(key=lambda x: cycles.rank[find(x)], reverse=True)
+                    sources = sorted(sources, key=lambda x: c_rank[find(x)], reverse=True)
                 for src in sources:
                     a, b = find(src), find(dst)
-                    if a == b or not cycles.has_edge(a, b):
+                    if a == b or b not in c_out[a]:
                         continue
                     stamp = (version[a], version[b])
                     previous = refused.get((a, b))
@@ -257,12 +279,14 @@ class _Clusterer:
         full_offload = not self.mix and not self.lazy
         label = [self.labels[members[0]] for _, members in clusters]
         taken = [False] * k
+        taken_bits = 0  # the same as a bitset
         result = []
         target_done = False
         for t in range(k):
             if taken[t]:
                 continue
             taken[t] = True
+            taken_bits |= 1 << t
             if full_offload and label[t] is None and target_done:
                 # Full offload keeps one (unlabelled) cluster: the largest mergeable set.
                 for i in clusters[t][1]:
@@ -280,8 +304,10 @@ class _Clusterer:
                         for i in clusters[m][1]:
                             dropped[i] = "not_in_largest_cluster"
                         taken[m] = True
+                        taken_bits |= bit
                     continue
                 taken[m] = True
+                taken_bits |= bit
                 group.append(m)
                 group_bits |= bit
                 # The original relation is transitively closed, so the union of the rows is the
@@ -293,10 +319,12 @@ class _Clusterer:
             result.append((clusters[t][0], members))
             if label[t] is None:
                 target_done = True
-            # Close the relation through the new merged node for the groups still to come.
-            for x in _bits(cur_in):
+            # Close the relation through the new merged node for the groups still to come (the
+            # rows of taken clusters are never read again).
+            pending = ~taken_bits
+            for x in _bits(cur_in & pending):
                 out_of[x] |= cur_out | group_bits
-            for y in _bits(cur_out):
+            for y in _bits(cur_out & pending):
                 into[y] |= cur_in | group_bits
             for g in group:
                 into[g] = cur_in
@@ -493,26 +521,38 @@ class ClusterPass(PassBase):
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
         out_nodes = out.node
-        if any(CLUSTER_ATTR in node.attr for node in view.nodes):  # a stale earlier clustering
+        stale = any(CLUSTER_ATTR in node.attr for node in view.nodes)
+        if stale:  # a stale earlier clustering
             for node in out_nodes:
                 for key in (CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR):
                     if key in node.attr:
                         del node.attr[key]
-        # Touch only the nodes that change (indexing a repeated field is O(1)).
+        # Touch only the nodes that change (indexing a repeated field is O(1)); one serialized
+        # attr per cluster, merged in (about half the cost of an assignment from Python).
+        patches = {}
         for i, name in names.items():
-            out_nodes[i].attr[CLUSTER_ATTR].s = name.encode()
+            patch = patches.get(name)
+            if patch is None:
+                node = node_def_pb2.NodeDef()
+                node.attr[CLUSTER_ATTR].s = name.encode()
+                patch = patches[name] = node.SerializeToString()
+            out_nodes[i].MergeFromString(patch)
         for i, reason in outside.items():
             out_nodes[i].attr[EXECUTES_ATTR].s = reason.encode()
         for i, targets in copies.items():
             out_nodes[i].attr[COPIED_INTO_ATTR].list.s.extend(t.encode() for t in targets)
         final_reasons = dict(reasons)
+        # Without a stale clustering, the output differs from the input exactly when a node
+        # joined a cluster (no node had the attr) or a placement annotation changed: known
+        # here without comparing two whole graphs.
+        placement_changed = False
         for i, reason in dropped.items():
-            set_placement(out_nodes[i], "host", reason)
+            placement_changed |= _set_host(view.nodes[i], out_nodes[i], reason)
             final_reasons[i] = reason
         for i, was in enumerate(initially_candidate):
             if was and not candidate[i] and i not in dropped:
-                set_placement(out_nodes[i], "host", reasons[i])
-        modified = out != graph_def
+                placement_changed |= _set_host(view.nodes[i], out_nodes[i], reasons[i])
+        modified = out != graph_def if stale else bool(names) or placement_changed
         if modified:
             out_view = view.rebind(out)
             ctx.register_view(out, out_view)
