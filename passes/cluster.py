@@ -363,14 +363,18 @@ def _cluster_reachability(cycles, reps):
 
 
 def _scope_labels(view):
-    """Per node, its ``_subgraph_multi_dims_index`` (None outside any such scope)."""
+    """Per node, its ``_subgraph_multi_dims_index`` (None outside any such scope); and whether
+    any node carries ``_subgraphs`` already (a stale earlier clustering). One walk for both."""
     labels = [None] * len(view.ops)
     key = "_subgraph_multi_dims_index"
+    stale = False
     for i, node in enumerate(view.nodes):
         attrs = node.attr
         if key in attrs:
             labels[i] = attrs[key].i
-    return labels
+        if not stale and CLUSTER_ATTR in attrs:
+            stale = True
+    return labels, stale
 
 
 def _group_split(groups, cluster_of, candidate):
@@ -468,7 +472,7 @@ class ClusterPass(PassBase):
         if max_clusters < 0:
             max_clusters = int(config.npu_adapter_max_clusters)
         groups = _atomic_groups(view)
-        labels = _scope_labels(view)
+        labels, stale = _scope_labels(view)
         ipl = int(config.iterations_per_loop)
         enable_dp = bool(config.enable_data_pre_proc)
 
@@ -521,7 +525,6 @@ class ClusterPass(PassBase):
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
         out_nodes = out.node
-        stale = any(CLUSTER_ATTR in node.attr for node in view.nodes)
         if stale:  # a stale earlier clustering
             for node in out_nodes:
                 for key in (CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR):

@@ -190,7 +190,8 @@ class EncapsulatePass(PassBase):
         out = graph_pb2.GraphDef()
         out.versions.CopyFrom(graph_def.versions)
         out.library.CopyFrom(graph_def.library)
-        remaining_names = {nodes[i].name for i in range(len(nodes)) if i not in cluster_of}
+        names = view.names
+        remaining_names = {names[i] for i in range(len(nodes)) if i not in cluster_of}
         remaining_names.update(clusters)
         # Clusters whose every member runs in the outer graph still get their (empty) node, so
         # the cluster is reported; it stands before the cluster's first node.
@@ -199,6 +200,11 @@ class EncapsulatePass(PassBase):
             if not clusters[cname].members:
                 empty_at.setdefault(clusters[cname].position, []).append(cname)
         own_attrs = set(outside) | set(copied_into)
+        # Host nodes that read a clustered node (they are rewired to the cluster's outputs),
+        # found from the members' consumers rather than by scanning every node's inputs.
+        data_out, control_out = view.data_outputs, view.control_outputs
+        reads_cluster = {d for i in cluster_of for d, _, _ in data_out[i]}
+        reads_cluster.update(d for i in cluster_of for d in control_out[i])
         emitted = set()
         for i, node in enumerate(nodes):
             if empty_at and i in empty_at:
@@ -221,8 +227,7 @@ class EncapsulatePass(PassBase):
                     del copy.attr[key]  # bookkeeping ends here; the report read it
             if own_attrs and i in own_attrs:
                 _drop_attrs(copy, (EXECUTES_ATTR, COPIED_INTO_ATTR))
-            if any(src in cluster_of for src, _ in view.data_inputs[i]) or \
-                    any(src in cluster_of for src in view.control_inputs[i]):
+            if i in reads_cluster:
                 self._rewire_host_node(view, i, copy, clusters, cluster_of)
             if "_class" in copy.attr:
                 _drop_stale_colocation(copy, remaining_names)
@@ -274,8 +279,11 @@ class EncapsulatePass(PassBase):
         if not threshold:
             return hoisted
         nodes = view.nodes
+        ops, data_inputs, control_inputs = view.ops, view.data_inputs, view.control_inputs
         for cluster in clusters.values():
-            big = [i for i in cluster.members if nodes[i].op == "Const" and not nodes[i].input
+            # Op types and inputs from the index; only Consts are read.
+            big = [i for i in cluster.members if ops[i] == "Const" and not data_inputs[i]
+                   and not control_inputs[i]
                    and tensor_bytes(nodes[i].attr["value"].tensor) >= threshold]
             if not big or len(big) == len(cluster.members):
                 continue  # a cluster of nothing but constants keeps them
@@ -295,9 +303,9 @@ class EncapsulatePass(PassBase):
         get copies."""
         if not mix:
             return
-        nodes = view.nodes
-        for i in range(len(nodes)) if consts is None else consts:
-            if nodes[i].op not in CONST_OPS or i in hoisted:
+        ops = view.ops
+        for i in range(len(ops)) if consts is None else consts:
+            if ops[i] not in CONST_OPS or i in hoisted:
                 continue
             home = cluster_of.get(i)
             for d, _, port in view.data_outputs[i]:

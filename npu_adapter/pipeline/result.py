@@ -202,6 +202,7 @@ def placement_from_view(view, default_reason="not_rewritten"):
     names = clusters[1]
     outside, copies = (clusters[2], clusters[3]) if len(clusters) == 4 else ({}, {})
     nodes = view.nodes
+    names_of = view.names
     result = {}
     for i, node in enumerate(nodes):
         cluster = names.get(i)
@@ -214,7 +215,7 @@ def placement_from_view(view, default_reason="not_rewritten"):
                      "reason": reasons.get(i, default_reason), "executes": device}
         if KEEP_DTYPE_ATTR in node.attr:
             entry["keep_dtype"] = True
-        result[node.name] = entry
+        result[names_of[i]] = entry
     return result
 
 
