@@ -344,16 +344,22 @@ def _cluster_reachability(cycles, reps):
     """``(into, out_of)``: per cluster (index into ``reps``), bitsets of the clusters that reach
     it and that it reaches, in the contracted graph (paths through host nodes included)."""
     rank = cycles.rank
-    bit = {rep: 1 << k for k, rep in enumerate(reps)}
     alive = [v for v, a in enumerate(cycles.alive) if a]
     alive.sort(key=rank.__getitem__)
-    reach = {}
+    # Per vertex, the clusters that reach it (``reach``) and the same plus its own bit
+    # (``passed_on``: what its successors inherit from it); lists indexed by vertex id.
+    reach = [0] * len(rank)
+    passed_on = [0] * len(rank)
+    for k, rep in enumerate(reps):
+        passed_on[rep] = 1 << k
     inn = cycles.inn
     for v in alive:
         r = 0
         for p in inn[v]:
-            r |= reach[p] | bit.get(p, 0)
-        reach[v] = r
+            r |= passed_on[p]
+        if r:
+            reach[v] = r
+            passed_on[v] |= r
     into = [reach[rep] for rep in reps]
     out_of = [0] * len(reps)
     for k, mask in enumerate(into):

@@ -571,7 +571,8 @@ class EncapsulatePass(PassBase):
             arg.type = in_types[k]
             arg_of[(src, port)] = arg.name
         member_set = set(cluster.members) | set(cluster.var_copies)
-        body_names = {nodes[i].name for i in member_set}
+        names = view.names
+        body_names = {names[i] for i in member_set}
         copy_name = {}
         for const in sorted(cluster.const_copies):
             copy_name[const] = unique_name(nodes[const].name + "_copied", body_names)
@@ -587,8 +588,9 @@ class EncapsulatePass(PassBase):
                         f"cannot map outputs of {nodes[src].op} node {nodes[src].name!r} inside "
                         f"cluster {cluster.name} (op not registered)", code="Internal",
                         node=nodes[src].name)
-                port_names[src] = names
-            return f"{nodes[src].name}:{names[port]}"
+                # Whole references per port, built once per producer.
+                names = port_names[src] = [f"{view.names[src]}:{suffix}" for suffix in names]
+            return names[port]
 
         for const, cname in copy_name.items():
             body = fdef.node_def.add()
@@ -602,11 +604,14 @@ class EncapsulatePass(PassBase):
                     del body.attr[key]
         data_inputs = view.data_inputs
         control_inputs = view.control_inputs
+        add_body = fdef.node_def.add
         for i in sorted(cluster.var_copies) + cluster.members:
-            body = fdef.node_def.add()
+            body = add_body()
             body.CopyFrom(nodes[i])
             attrs = body.attr
-            _drop_attrs(body, _BOOKKEEPING)
+            for key in _BOOKKEEPING:
+                if key in attrs:
+                    del attrs[key]
             # Inputs from the index (no string parsing): body-local references, the copies of
             # constants, or the function's arguments.
             inputs = []
@@ -619,11 +624,12 @@ class EncapsulatePass(PassBase):
                     inputs.append(arg_of[(src, port)])
             for src in control_inputs[i]:
                 if src in member_set:
-                    inputs.append("^" + nodes[src].name)
+                    inputs.append("^" + names[src])
                 elif src in copy_name:
                     inputs.append("^" + copy_name[src])
-            del body.input[:]
-            body.input.extend(inputs)
+            if inputs or data_inputs[i] or control_inputs[i]:  # else there is nothing to replace
+                del body.input[:]
+                body.input.extend(inputs)
             if "_class" in attrs:
                 _drop_stale_colocation(body, body_names)
         ret_names = set()

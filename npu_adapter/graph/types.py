@@ -150,9 +150,10 @@ def _expand_args(plan, node, defaults):
 
 @functools.cache
 def dtype_sources(op_type):
-    """What decides the dtypes of ``op_type``'s inputs and outputs: ``(fixed, attrs)`` with
-    ``fixed`` the set of dtypes its OpDef names directly and ``attrs`` the names of the
-    ``type``/``list(type)`` attrs the other arguments take theirs from; None for an unknown op.
+    """What decides the dtypes of ``op_type``'s inputs and outputs: ``(fixed, type_attrs,
+    list_attrs)`` with ``fixed`` the set of dtypes its OpDef names directly and the names of the
+    ``type`` and ``list(type)`` attrs the other arguments take theirs from; None for an unknown
+    op.
 
     Lets a caller rule a dtype out of every argument of a node by reading a few attrs, without
     expanding the argument lists (ref arguments add ``REF_OFFSET`` to these values)."""
@@ -160,16 +161,17 @@ def dtype_sources(op_type):
     if plans[0] is None:
         return None
     fixed = set()
-    attrs = []
+    type_attrs = []
+    list_attrs = []
     for plan in plans:
         for type_list_attr, t, type_attr, _, _ in plan:
             if type_list_attr:
-                attrs.append(type_list_attr)
+                list_attrs.append(type_list_attr)
             elif t:
                 fixed.add(t)
             else:
-                attrs.append(type_attr)
-    return frozenset(fixed), tuple(dict.fromkeys(attrs))
+                type_attrs.append(type_attr)
+    return frozenset(fixed), tuple(dict.fromkeys(type_attrs)), tuple(dict.fromkeys(list_attrs))
 
 
 def may_have_dtype(node, dtypes_):
@@ -180,19 +182,23 @@ def may_have_dtype(node, dtypes_):
     sources = dtype_sources(op) if op != "GeOp" else None
     if sources is None:
         return True
-    fixed, attr_names = sources
+    fixed, type_attrs, list_attrs = sources
     if not fixed.isdisjoint(dtypes_):
         return True
-    if attr_names:
+    if type_attrs or list_attrs:
         attrs = node.attr
         defaults = _attr_defaults(op)
-        for name in attr_names:
+        for name in type_attrs:
             value = attrs.get(name)
             if value is None:
                 value = defaults.get(name)
-                if value is None:
-                    continue
-            if value.type in dtypes_ or not dtypes_.isdisjoint(value.list.type):
+            if value is not None and value.type in dtypes_:
+                return True
+        for name in list_attrs:
+            value = attrs.get(name)
+            if value is None:
+                value = defaults.get(name)
+            if value is not None and not dtypes_.isdisjoint(value.list.type):
                 return True
     return False
 

@@ -361,11 +361,17 @@ class GraphView:
         back = [skip_back_edges and op in LOOP_BACK_EDGE_OPS for op in self.ops]
         indegree = [0] * n
         succ = [[] for _ in range(n)]
-        for dst in range(n):
-            for src in self.predecessors(dst):
-                if back[src]:
-                    continue
-                indegree[dst] += 1
+        if n:
+            self.predecessors(0)  # builds the shared table
+        table = self.cache.get("predecessors", ())
+        any_back = any(back)
+        for dst, preds in enumerate(table):
+            if not preds:
+                continue
+            if any_back:
+                preds = [src for src in preds if not back[src]]
+            indegree[dst] = len(preds)
+            for src in preds:
                 succ[src].append(dst)
         order = []
         if stable_key is None:
