@@ -64,13 +64,29 @@ _COPIED_VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp"})
 _FOREVER = object()  # a refusal that no later merge can lift (the path runs through the host)
 
 
-def _set_host(node, out_node, reason):
-    """Annotate ``out_node`` (the copy of ``node``) as host for ``reason``; True when that
-    changed its annotation."""
-    text = f"{DEVICE_HOST}:{reason}".encode()
-    before = node.attr.get(PLACEMENT_ATTR)
-    out_node.attr[PLACEMENT_ATTR].s = text
-    return before is None or before.s != text
+class _HostAnnotations:
+    """Writes host placement annotations into the output nodes and tells whether any of them
+    changed an input node's annotation (``changed``)."""
+
+    def __init__(self, nodes, out_nodes):
+        self.nodes = nodes
+        self.out_nodes = out_nodes
+        self.changed = False
+        self._patches = {}  # reason -> (annotation, serialized NodeDef holding only it)
+
+    def set(self, i, reason):
+        """Annotate output node ``i`` as host for ``reason``."""
+        entry = self._patches.get(reason)
+        if entry is None:
+            text = f"{DEVICE_HOST}:{reason}".encode()
+            patch = node_def_pb2.NodeDef()
+            patch.attr[PLACEMENT_ATTR].s = text
+            entry = self._patches[reason] = (text, patch.SerializeToString())
+        if not self.changed:  # once one changed, the others need not be compared
+            before = self.nodes[i].attr.get(PLACEMENT_ATTR)
+            self.changed = before is None or before.s != entry[0]
+        # Merging the serialized attr replaces it as an assignment would, at half the cost.
+        self.out_nodes[i].MergeFromString(entry[1])
 
 
 def cluster_name(graph_num, k):
@@ -530,7 +546,7 @@ class ClusterPass(PassBase):
                 not ctx.get_backend().keeps_state_on_host:
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
-        out_nodes = out.node
+        out_nodes = list(out.node)  # a plain list: indexing the repeated field costs more
         if stale:  # a stale earlier clustering
             for node in out_nodes:
                 for key in (CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR):
@@ -554,13 +570,14 @@ class ClusterPass(PassBase):
         # Without a stale clustering, the output differs from the input exactly when a node
         # joined a cluster (no node had the attr) or a placement annotation changed: known
         # here without comparing two whole graphs.
-        placement_changed = False
+        host = _HostAnnotations(view.nodes, out_nodes)
         for i, reason in dropped.items():
-            placement_changed |= _set_host(view.nodes[i], out_nodes[i], reason)
+            host.set(i, reason)
             final_reasons[i] = reason
         for i, was in enumerate(initially_candidate):
             if was and not candidate[i] and i not in dropped:
-                placement_changed |= _set_host(view.nodes[i], out_nodes[i], reasons[i])
+                host.set(i, reasons[i])
+        placement_changed = host.changed
         modified = out != graph_def if stale else bool(names) or placement_changed
         if modified:
             out_view = view.rebind(out)
