@@ -243,25 +243,39 @@ class _Clusterer:
             # latest-ranked first: with A → C → dst, merging C and dst first turns the path
             # A → C → dst into the direct edge the next contraction needs (far fewer refusals
             # than trying A first).
-            for dst, sources in contractible:
+            # A candidate whose producers all ended up in its own cluster has nothing left to
+            # try in later sweeps (clusters only grow): only the others are visited again.
+            unsettled = []
+            for entry in contractible:
+                dst, sources = entry
                 if len(sources) > 1:
                     sources = sorted(sources, key=lambda x: c_rank[find(x)], reverse=True)
+                settled = True
                 for src in sources:
-                    a, b = find(src), find(dst)
-                    if a == b or b not in c_out[a]:
+                    a = src if parent[src] == src else find(src)
+                    b = dst if parent[dst] == dst else find(dst)
+                    if a == b:
+                        continue
+                    if b not in c_out[a]:
+                        settled = False
                         continue
                     stamp = (version[a], version[b])
                     previous = refused.get((a, b))
                     if previous is not None and (previous is _FOREVER or previous == stamp):
+                        settled = False
                         continue
                     merged = cycles.contract_edge(a, b)
                     if merged is None:
                         refused[(a, b)] = _FOREVER if cycles.blocked_for_good(
                             a, b, host) else stamp
+                        settled = False
                         continue
                     parent[b if merged == a else a] = merged
                     version[merged] += 1
                     changed = True
+                if not settled:
+                    unsettled.append(entry)
+            contractible = unsettled
 
         groups = {}
         for i in range(n):
