@@ -391,10 +391,21 @@ def _cluster_reachability(cycles, reps):
             reach[v] = r
             passed_on[v] |= r
     into = [reach[rep] for rep in reps]
-    out_of = [0] * len(reps)
-    for k, mask in enumerate(into):
-        for j in _bits(mask):
-            out_of[j] |= 1 << k
+    # The transposed relation by the same sweep backwards over successors (one pass over the
+    # vertices instead of one step per pair of related clusters).
+    reach = [0] * len(rank)
+    passed_on = [0] * len(rank)
+    for k, rep in enumerate(reps):
+        passed_on[rep] = 1 << k
+    out = cycles.out
+    for v in reversed(alive):
+        r = 0
+        for s in out[v]:
+            r |= passed_on[s]
+        if r:
+            reach[v] = r
+            passed_on[v] |= r
+    out_of = [reach[rep] for rep in reps]
     return into, out_of
 
 

@@ -141,9 +141,9 @@ def clusters_from_graph(graph_def):
             fdef = functions.get(f"{fname}_gear_0", fdef)
         members = ()
         if fdef is not None:
-            members = tuple(n.name for n in fdef.node_def
-                            if not n.name.endswith(COPIED_CONST_SUFFIX)
-                            and PRECISION_CAST_MARK not in n.name)
+            names = [n.name for n in fdef.node_def]  # each name read once
+            members = tuple(name for name in names if not name.endswith(COPIED_CONST_SUFFIX)
+                            and PRECISION_CAST_MARK not in name)
         attrs = node.attr
         if CLUSTER_HOISTED_ATTR in attrs:  # large Consts passed in by the CPU reference
             members += tuple(s.decode() for s in attrs[CLUSTER_HOISTED_ATTR].list.s)
