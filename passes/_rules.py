@@ -75,6 +75,7 @@ class SupportOracle:
         self.mix = bool(mix_compile_mode)
         self._functions = {}
         self._per_op = {}
+        self._nodes = view.nodes
 
     def function_supported(self, name, _stack=None):
         """True when library function ``name`` holds only supported ops (Consts allowed).
@@ -151,7 +152,7 @@ class SupportOracle:
 
     def node_support(self, i, *, support_const=False):
         """``(supported, reason)`` for node ``i`` of the view."""
-        node = self.view.nodes[i]
+        node = self._nodes[i]
         if WITHOUT_NPU_COMPILE_ATTR not in node.attr:
             # The answer already decided for this op type (only ops whose answer depends on
             # the type alone are remembered), without reading the node again.

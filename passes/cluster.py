@@ -126,15 +126,11 @@ class _Clusterer:
         # nodes (host groups only shrink the graph the cycle checks search; they never become
         # clusters). No path can leave a convex group and come back into such a node (its every
         # input is inside), so this needs no search; it absorbs chains and trees.
+        #
+        # ``comp[i]`` is the first node of i's group, and it stays flat (no chains to follow):
+        # a node joins the group of an earlier node, which was visited before and, being the
+        # first of its group, never joins another group afterwards.
         comp = list(range(n))
-
-        def root(x):
-            r = x
-            while comp[r] != r:
-                r = comp[r]
-            while comp[x] != r:
-                comp[x], x = r, comp[x]
-            return r
 
         view.predecessors(0) if n else None
         preds_of = view.cache["predecessors"] if n else []
@@ -156,7 +152,7 @@ class _Clusterer:
                                                          or no_contract[src])):
                     target = None
                     break
-                r = root(src)
+                r = comp[src]
                 if target is None:
                     target = r
                 elif r != target:
@@ -170,12 +166,12 @@ class _Clusterer:
         index_of = {}
         members_of = []
         for i in order:
-            r = root(i)
+            r = comp[i]
             if r not in index_of:
                 index_of[r] = len(members_of)
                 members_of.append(r)
         m = len(members_of)
-        cnode = [index_of[root(i)] for i in range(n)]
+        cnode = [index_of[r] for r in comp]
         succ_sets = [set() for _ in range(m)]
         preds_c = [{} for _ in range(m)]
         c_blocked = [False] * m

@@ -288,8 +288,9 @@ class GraphView:
                 # The common case: at most one neighbour.
                 table.append(first if not first or first[0] >= 0 else [])
                 continue
-            found = dict.fromkeys(x for x in first if x >= 0)
-            found.update(dict.fromkeys(x for x in second if x >= 0))
+            found = dict.fromkeys(first)
+            found.update(dict.fromkeys(second))
+            found.pop(-1, None)  # dangling inputs (first occurrences keep their order)
             table.append(list(found))
         return table
 
