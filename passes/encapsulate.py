@@ -147,7 +147,10 @@ class EncapsulatePass(PassBase):
         clusters = {}
         for i in sorted(cluster_of):
             name = cluster_of[i]
-            clusters.setdefault(name, _Cluster(name)).members.append(i)
+            cluster = clusters.get(name)
+            if cluster is None:  # (not setdefault: that would build a _Cluster per member)
+                cluster = clusters[name] = _Cluster(name)
+            cluster.members.append(i)
         if not clusters:
             return PassResult(graph_def, False, {"clusters": 0})
         for cluster in clusters.values():
@@ -401,15 +404,21 @@ class EncapsulatePass(PassBase):
         nodes = view.nodes
         every = range(len(nodes))
         arg_dsts, result_dsts = dsts if dsts is not None else (every, every)
+        owner_of = cluster_of.get
+        data_inputs = view.data_inputs
+        # Per cluster, its control inputs as a set too (the list keeps their order).
+        control_seen = {}
         # Inputs: edges entering a cluster, in edge order (consumers in GraphDef order).
         for dst in arg_dsts:
-            cname = cluster_of.get(dst)
-            if cname is None or cname not in clusters:
+            cname = owner_of(dst)
+            if cname is None:
                 continue
-            cluster = clusters[cname]
-            for slot, (src, port) in enumerate(view.data_inputs[dst]):
-                if cluster_of.get(src) == cname or src in cluster.const_copies or \
-                        src in cluster.var_copies:
+            cluster = clusters.get(cname)
+            if cluster is None:
+                continue
+            const_copies, var_copies = cluster.const_copies, cluster.var_copies
+            for slot, (src, port) in enumerate(data_inputs[dst]):
+                if owner_of(src) == cname or src in const_copies or src in var_copies:
                     continue
                 t = view.edge_type(dst, slot)
                 if t is not None and is_ref_type(t):
@@ -422,24 +431,28 @@ class EncapsulatePass(PassBase):
                     cluster.input_index[key] = len(cluster.inputs)
                     cluster.inputs.append(key)
             for src in view.control_inputs[dst]:
-                owner = cluster_of.get(src)
+                owner = owner_of(src)
                 if owner == cname:
                     continue
                 outer = owner if owner is not None else nodes[src].name
-                if outer not in cluster.control_inputs:
+                seen = control_seen.get(cname)
+                if seen is None:
+                    seen = control_seen[cname] = set(cluster.control_inputs)
+                if outer not in seen:
+                    seen.add(outer)
                     cluster.control_inputs.append(outer)
         # Control edges from the original Const to its copies (CopyConstBetweenGeOp).
         for cname, cluster in clusters.items():
             for const in cluster.const_copies:
-                owner = cluster_of.get(const)
+                owner = owner_of(const)
                 outer = owner if owner is not None else nodes[const].name
                 if outer != cname and outer not in cluster.control_inputs:
                     cluster.control_inputs.append(outer)
         # Outputs: edges leaving a cluster, in edge order; then fetched tensors.
         for dst in result_dsts:
-            dname = cluster_of.get(dst)
-            for slot, (src, port) in enumerate(view.data_inputs[dst]):
-                sname = cluster_of.get(src)
+            dname = owner_of(dst)
+            for slot, (src, port) in enumerate(data_inputs[dst]):
+                sname = owner_of(src)
                 if sname is None or sname == dname or sname not in clusters:
                     continue
                 if dname in clusters and (src in clusters[dname].const_copies
@@ -464,12 +477,20 @@ class EncapsulatePass(PassBase):
             name = t[1:] if t.startswith("^") else t
             if name in view.index:
                 targets.add(view.index[name])
+        data_out, control_out = view.data_outputs, view.control_outputs
+        owner = cluster_of.get
         for cname, cluster in clusters.items():
             for i in cluster.members:
-                leaves = any(cluster_of.get(d) != cname for d in view.control_outputs[i])
-                is_sink = not view.data_outputs[i] and not any(
-                    cluster_of.get(d) == cname for d in view.control_outputs[i])
-                if leaves or is_sink or i in targets:
+                # A member is a control output when a control edge leaves the cluster from it,
+                # when it is a sink of the cluster (no data consumer, no control consumer
+                # inside), or when the run targets it.
+                leaves = inner = False
+                for d in control_out[i]:
+                    if owner(d) == cname:
+                        inner = True
+                    else:
+                        leaves = True
+                if leaves or (not data_out[i] and not inner) or i in targets:
                     cluster.control_outputs.append(i)
 
     # ------------------------------------------------------------------ building
