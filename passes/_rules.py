@@ -256,8 +256,7 @@ def _compute_while_frames(view):
         return [0] * len(ops), {0: None}, {}
     nodes = view.nodes
     order, _ = view.topological_order(skip_back_edges=True)
-    view.predecessors(0)
-    preds_of = view.cache["predecessors"]
+    preds_of = view.predecessor_table()
     frame_of = [0] * len(ops)
     parent = {0: None}
     child_ids = {}

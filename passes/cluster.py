@@ -132,8 +132,7 @@ class _Clusterer:
         # first of its group, never joins another group afterwards.
         comp = list(range(n))
 
-        view.predecessors(0) if n else None
-        preds_of = view.cache["predecessors"] if n else []
+        preds_of = view.predecessor_table()
         back = [op in LOOP_BACK_EDGE_OPS for op in ops]
         # Per node, whether edges out of it are left out of the contraction: edges out of loop
         # back-edge sources are not in the DAG; edges out of an IteratorGetNext are not

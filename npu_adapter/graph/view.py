@@ -263,11 +263,16 @@ class GraphView:
 
         The returned list is shared: do not modify it.
         """
+        return self.predecessor_table()[i]
+
+    def predecessor_table(self):
+        """:meth:`predecessors` of every node, as one list indexed by node (shared, read-only;
+        for loops over every node, which need not pay a method call per node)."""
         table = self.cache.get("predecessors")
         if table is None:
             table = self.cache["predecessors"] = self._adjacency(
                 [[src for src, _ in data] for data in self.data_inputs], self.control_inputs)
-        return table[i]
+        return table
 
     def successors(self, i):
         """Indices of the consumers of node ``i`` (data and control), without duplicates.
@@ -362,9 +367,7 @@ class GraphView:
         back = [skip_back_edges and op in LOOP_BACK_EDGE_OPS for op in self.ops]
         indegree = [0] * n
         succ = [[] for _ in range(n)]
-        if n:
-            self.predecessors(0)  # builds the shared table
-        table = self.cache.get("predecessors", ())
+        table = self.predecessor_table()
         any_back = any(back)
         for dst, preds in enumerate(table):
             if not preds:
