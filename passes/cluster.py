@@ -275,7 +275,13 @@ class _Clusterer:
         groups = {}
         for i in range(n):
             if candidate[i]:
-                groups.setdefault(find(cnode[i]), []).append(i)
+                c = cnode[i]
+                r = c if parent[c] == c else find(c)
+                members = groups.get(r)
+                if members is None:
+                    groups[r] = [i]
+                else:
+                    members.append(i)
         # Largest first; ties by first node position (deterministic).
         clusters = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
         dropped = {}
