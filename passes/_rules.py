@@ -193,6 +193,8 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
         moved.append(i)
         queue.append(i)
 
+    data_in = view.data_inputs
+    edge_type = view.edge_type
     while queue:
         h = queue.popleft()
         h_node = nodes[h]
@@ -200,7 +202,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
         for d, slot, _ in data_out[h]:
             if not candidate[d]:
                 continue
-            t = view.edge_type(d, slot)
+            t = edge_type(d, slot)
             if t is None:
                 continue
             if is_ref_type(t):
@@ -214,7 +216,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
                 host(d, _CROSS_RULE_REASON[b])
         # In-edges: a candidate producer of a tensor the host node reads.
         in_types = None
-        for slot, (s, _) in enumerate(view.data_inputs[h]):
+        for slot, (s, _) in enumerate(data_in[h]):
             if s < 0 or not candidate[s]:
                 continue
             if in_types is None:
