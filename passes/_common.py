@@ -64,7 +64,17 @@ def write_placements(graph_def, candidate, reasons):
             patches[text] = patch.SerializeToString()
         return text
 
-    wanted = [value(i) for i in range(len(candidate))]
+    # The annotation of each node: looked up per (candidate, reason) pair, built once per pair.
+    texts = {}
+    wanted = []
+    append = wanted.append
+    get_reason = reasons.get
+    for i, flag in enumerate(candidate):
+        key = (flag, get_reason(i, "supported"))
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = value(i)
+        append(text)
     changed = False
     for node, text in zip(graph_def.node, wanted):  # stops at the first difference
         current = node.attr.get(PLACEMENT_ATTR)
