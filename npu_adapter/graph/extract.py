@@ -9,6 +9,7 @@ input, exactly as TensorFlow's ``DirectSession`` replaces feeds by ``_Arg`` node
 
 import collections
 
+from google.protobuf import unknown_fields
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from npu_adapter.errors import GraphError
@@ -214,7 +215,9 @@ def _copy_kept(graph_def, kept):
     per_node = 1000 * len(kept)
     bulk = 250 * n + sum(n - start for start, _ in runs)
     out = graph_pb2.GraphDef()
-    if bulk < per_node:
+    # A whole copy would also carry fields this TensorFlow does not know (the field copies
+    # below do not): then copy node by node.
+    if bulk < per_node and not len(unknown_fields.UnknownFieldSet(graph_def)):
         out.CopyFrom(graph_def)
         for field, _ in out.ListFields():
             if field.name not in ("node", "versions", "library"):
