@@ -296,9 +296,10 @@ def tensor_bytes(tensor):
     """Size in bytes of a TensorProto's data once materialised, from its dtype and shape (never
     from ``tensor_content``: reading that field copies it). Strings count their bytes; dtypes
     without a fixed size (resource, variant) count 0."""
-    if tensor.dtype == types_pb2.DT_STRING:
+    dtype = tensor.dtype
+    if dtype == types_pb2.DT_STRING:
         return sum(len(s) for s in tensor.string_val)
-    size = _element_size(tensor.dtype)
+    size = _element_size(dtype)
     for dim in tensor.tensor_shape.dim:
         size *= max(dim.size, 0)
     return size
