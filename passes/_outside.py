@@ -90,11 +90,12 @@ def member_steps(view, inside, outside, rank):
     outside = set(outside)
     members = sorted(inside | outside, key=rank.__getitem__)
     ops = view.ops
+    preds_of = view.predecessor_table()
     level = {}
     for v in members:
         is_inside = v in inside
         best = 0 if is_inside else -1
-        for p in view.predecessors(v):
+        for p in preds_of[v]:
             lp = level.get(p)
             if lp is None or ops[p] in LOOP_BACK_EDGE_OPS:
                 continue  # outside the cluster, or a loop back edge

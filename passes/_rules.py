@@ -23,6 +23,7 @@ import collections
 from tensorflow.core.framework import types_pb2
 
 from npu_adapter.graph.types import base_type, is_ref_type, may_reference_functions, op_def_for
+from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
 from npu_adapter.op_support import is_op_supported
 from npu_adapter.vocabulary import WITHOUT_NPU_COMPILE_ATTR
 
@@ -48,6 +49,8 @@ _CROSS_RULE_REASON = {
 _VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp"})
 _ITERATOR_OPS = frozenset({"Iterator", "IteratorV2"})
 _GETNEXT_OPS = frozenset({"IteratorGetNext", "GetNext"})
+_ENTER_OPS = frozenset({"Enter", "RefEnter"})
+_EXIT_OPS = frozenset({"Exit", "RefExit"})
 
 
 def _func_names(node):
@@ -72,6 +75,7 @@ class SupportOracle:
         self.mix = bool(mix_compile_mode)
         self._functions = {}
         self._per_op = {}
+        self._nodes = view.nodes
 
     def function_supported(self, name, _stack=None):
         """True when library function ``name`` holds only supported ops (Consts allowed).
@@ -148,7 +152,14 @@ class SupportOracle:
 
     def node_support(self, i, *, support_const=False):
         """``(supported, reason)`` for node ``i`` of the view."""
-        return self._node_ok(self.view.nodes[i], support_const=support_const)
+        node = self._nodes[i]
+        if WITHOUT_NPU_COMPILE_ATTR not in node.attr:
+            # The answer already decided for this op type (only ops whose answer depends on
+            # the type alone are remembered), without reading the node again.
+            cached = self._per_op.get((self.view.ops[i], support_const))
+            if cached is not None:
+                return cached
+        return self._node_ok(node, support_const=support_const)
 
 
 def _has_attr(node, key):
@@ -182,6 +193,8 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
         moved.append(i)
         queue.append(i)
 
+    data_in = view.data_inputs
+    edge_type = view.edge_type
     while queue:
         h = queue.popleft()
         h_node = nodes[h]
@@ -189,7 +202,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
         for d, slot, _ in data_out[h]:
             if not candidate[d]:
                 continue
-            t = view.edge_type(d, slot)
+            t = edge_type(d, slot)
             if t is None:
                 continue
             if is_ref_type(t):
@@ -203,7 +216,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
                 host(d, _CROSS_RULE_REASON[b])
         # In-edges: a candidate producer of a tensor the host node reads.
         in_types = None
-        for slot, (s, _) in enumerate(view.data_inputs[h]):
+        for slot, (s, _) in enumerate(data_in[h]):
             if s < 0 or not candidate[s]:
                 continue
             if in_types is None:
@@ -240,31 +253,30 @@ def while_frames(view):
 
 
 def _compute_while_frames(view):
-    nodes = view.nodes
     ops = view.ops
-    if not any(n.op in ("Enter", "RefEnter") for n in nodes):
-        return [0] * len(nodes), {0: None}, {}
+    if "Enter" not in ops and "RefEnter" not in ops:
+        return [0] * len(ops), {0: None}, {}
+    nodes = view.nodes
     order, _ = view.topological_order(skip_back_edges=True)
-    frame_of = [0] * len(nodes)
+    preds_of = view.predecessor_table()
+    frame_of = [0] * len(ops)
     parent = {0: None}
     child_ids = {}
     members = collections.defaultdict(list)
-
-    def out_frame(i):
-        # Consumers of an Exit live in the parent of the Exit's frame.
-        f = frame_of[i]
-        if ops[i] in ("Exit", "RefExit") and f:
-            return parent[f]
-        return f
-
     for i in order:
-        node = nodes[i]
-        preds = [s for s, _ in view.data_inputs[i] if s >= 0]
-        preds += [s for s in view.control_inputs[i] if s >= 0]
-        preds = [s for s in preds if ops[s] not in ("NextIteration", "RefNextIteration")]
-        f = out_frame(preds[0]) if preds else 0
-        if node.op in ("Enter", "RefEnter"):
-            key = (f, node.attr["frame_name"].s)
+        # The frame of the first producer that is not a loop back edge (data inputs first, then
+        # control inputs); consumers of an Exit live in the parent of the Exit's frame.
+        f = 0
+        for s in preds_of[i]:
+            op = ops[s]
+            if op in LOOP_BACK_EDGE_OPS:
+                continue
+            f = frame_of[s]
+            if f and op in _EXIT_OPS:
+                f = parent[f]
+            break
+        if ops[i] in _ENTER_OPS:
+            key = (f, nodes[i].attr["frame_name"].s)
             if key not in child_ids:
                 child_ids[key] = len(parent)
                 parent[child_ids[key]] = f
@@ -393,13 +405,17 @@ def apply_group_rules(view, candidate, reasons, frames, regions, *, iterations_p
 def add_relational_consts(view, candidate, reasons, skipped=()):
     """``AddRelationalConst``: a host Const with an edge (data or control) into a candidate joins
     the device; the others keep the reason ``const_without_device_consumer``."""
+    data_out = view.data_outputs
+    control_out = view.control_outputs
     for i, op in enumerate(view.ops):
         if op not in CONST_OPS or candidate[i] or i in skipped:
             continue
         if reasons.get(i) not in (None, "const_not_supported_here", "unsupported_op",
                                   "const_without_device_consumer"):
             continue  # excluded for a reason of its own (scope, frame, ...)
-        if any(candidate[d] for d in view.successors(i)):
+        # Consumers straight from the index: a table of successors is not needed here.
+        if any(candidate[d] for d, _, _ in data_out[i]) or \
+                any(candidate[d] for d in control_out[i]):
             candidate[i] = True
             reasons[i] = "const_follows_consumer"
         else:

@@ -35,17 +35,22 @@ Clusters are numbered by the position of their first node in the GraphDef, so na
 the graph: ``GeOp<graph_num>_0``, ``GeOp<graph_num>_1``, ...
 """
 
-from tensorflow.core.framework import types_pb2
+from tensorflow.core.framework import node_def_pb2, types_pb2
 
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.cycles import GraphCycles
 from npu_adapter.graph.types import base_type, is_ref_type
 from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
-from npu_adapter.pipeline.annotations import set_placement
 from npu_adapter.pipeline.base import PassBase, PassOption, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
-from npu_adapter.vocabulary import CLUSTER_ATTR, COPIED_INTO_ATTR, EXECUTES_ATTR
+from npu_adapter.vocabulary import (
+    CLUSTER_ATTR,
+    COPIED_INTO_ATTR,
+    DEVICE_HOST,
+    EXECUTES_ATTR,
+    PLACEMENT_ATTR,
+)
 
 from . import _rules
 from ._common import copy_graph, read_placements, remember_placements
@@ -57,6 +62,31 @@ _NOOP_IDENTITY = ("NoOp", "Identity")
 # The variables CopyVarsBetweenGeOp duplicates (the original checks these two op types only).
 _COPIED_VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp"})
 _FOREVER = object()  # a refusal that no later merge can lift (the path runs through the host)
+
+
+class _HostAnnotations:
+    """Writes host placement annotations into the output nodes and tells whether any of them
+    changed an input node's annotation (``changed``)."""
+
+    def __init__(self, nodes, out_nodes):
+        self.nodes = nodes
+        self.out_nodes = out_nodes
+        self.changed = False
+        self._patches = {}  # reason -> (annotation, serialized NodeDef holding only it)
+
+    def set(self, i, reason):
+        """Annotate output node ``i`` as host for ``reason``."""
+        entry = self._patches.get(reason)
+        if entry is None:
+            text = f"{DEVICE_HOST}:{reason}".encode()
+            patch = node_def_pb2.NodeDef()
+            patch.attr[PLACEMENT_ATTR].s = text
+            entry = self._patches[reason] = (text, patch.SerializeToString())
+        if not self.changed:  # once one changed, the others need not be compared
+            before = self.nodes[i].attr.get(PLACEMENT_ATTR)
+            self.changed = before is None or before.s != entry[0]
+        # Merging the serialized attr replaces it as an assignment would, at half the cost.
+        self.out_nodes[i].MergeFromString(entry[1])
 
 
 def cluster_name(graph_num, k):
@@ -91,40 +121,37 @@ class _Clusterer:
         labels = self.labels
         block = self.block_getnext
 
-        def blocked(src):
-            # Edges out of loop back-edge sources are not in the DAG; edges out of an
-            # IteratorGetNext are not contracted in lazy_recompile + enable_dp.
-            return ops[src] in LOOP_BACK_EDGE_OPS or (block and ops[src] == "IteratorGetNext")
-
         # Phase 1, linear: a node whose producers all lie in one and the same group of its own
         # kind joins it — candidates with candidates (same scope label), host nodes with host
         # nodes (host groups only shrink the graph the cycle checks search; they never become
         # clusters). No path can leave a convex group and come back into such a node (its every
         # input is inside), so this needs no search; it absorbs chains and trees.
+        #
+        # ``comp[i]`` is the first node of i's group, and it stays flat (no chains to follow):
+        # a node joins the group of an earlier node, which was visited before and, being the
+        # first of its group, never joins another group afterwards.
         comp = list(range(n))
 
-        def root(x):
-            r = x
-            while comp[r] != r:
-                r = comp[r]
-            while comp[x] != r:
-                comp[x], x = r, comp[x]
-            return r
-
+        preds_of = view.predecessor_table()
+        back = [op in LOOP_BACK_EDGE_OPS for op in ops]
+        # Per node, whether edges out of it are left out of the contraction: edges out of loop
+        # back-edge sources are not in the DAG; edges out of an IteratorGetNext are not
+        # contracted in lazy_recompile + enable_dp.
+        no_contract = [b or (block and op == "IteratorGetNext") for b, op in zip(back, ops)]
         for dst in order:
-            preds = view.predecessors(dst)
+            preds = preds_of[dst]
             if not preds:
                 continue
             kind = candidate[dst]
             target = None
             for src in preds:
-                if ops[src] in LOOP_BACK_EDGE_OPS:
+                if back[src]:
                     continue
                 if candidate[src] != kind or (kind and (labels[src] != labels[dst]
-                                                         or blocked(src))):
+                                                         or no_contract[src])):
                     target = None
                     break
-                r = root(src)
+                r = comp[src]
                 if target is None:
                     target = r
                 elif r != target:
@@ -138,25 +165,25 @@ class _Clusterer:
         index_of = {}
         members_of = []
         for i in order:
-            r = root(i)
+            r = comp[i]
             if r not in index_of:
                 index_of[r] = len(members_of)
                 members_of.append(r)
         m = len(members_of)
-        cnode = [index_of[root(i)] for i in range(n)]
+        cnode = [index_of[r] for r in comp]
         succ_sets = [set() for _ in range(m)]
         preds_c = [{} for _ in range(m)]
         c_blocked = [False] * m
         for v in range(n):
             cv = cnode[v]
-            for u in view.predecessors(v):
-                if ops[u] in LOOP_BACK_EDGE_OPS:
+            for u in preds_of[v]:
+                if back[u]:
                     continue
                 cu = cnode[u]
                 if cu != cv:
                     succ_sets[cu].add(cv)
                     preds_c[cv][cu] = None
-            if blocked(v) and ops[v] not in LOOP_BACK_EDGE_OPS:
+            if no_contract[v] and not back[v]:
                 c_blocked[cv] = True
         c_candidate = [candidate[r] for r in members_of]
         c_label = [labels[r] for r in members_of]
@@ -193,6 +220,17 @@ class _Clusterer:
         version = [0] * m
         refused = {}
         host = [not c for c in c_candidate]
+        # The producers each candidate may contract with do not change between sweeps.
+        contractible = []
+        for dst in c_order:
+            if c_candidate[dst]:
+                label = c_label[dst]
+                sources = [src for src in preds_c[dst]
+                           if c_candidate[src] and not c_blocked[src] and c_label[src] == label]
+                if sources:
+                    contractible.append((dst, sources))
+        c_rank = cycles.rank
+        c_out = cycles.out
         changed = True
         while changed:
             changed = False
@@ -200,35 +238,50 @@ class _Clusterer:
             # latest-ranked first: with A → C → dst, merging C and dst first turns the path
             # A → C → dst into the direct edge the next contraction needs (far fewer refusals
             # than trying A first).
-            for dst in c_order:
-                if not c_candidate[dst]:
-                    continue
-                sources = [src for src in preds_c[dst]
-                           if c_candidate[src] and not c_blocked[src]
-                           and c_label[src] == c_label[dst]]
+            # A candidate whose producers all ended up in its own cluster has nothing left to
+            # try in later sweeps (clusters only grow): only the others are visited again.
+            unsettled = []
+            for entry in contractible:
+                dst, sources = entry
                 if len(sources) > 1:
-                    sources.sort(key=lambda x: cycles.rank[find(x)], reverse=True)
+                    sources = sorted(sources, key=lambda x: c_rank[find(x)], reverse=True)
+                settled = True
                 for src in sources:
-                    a, b = find(src), find(dst)
-                    if a == b or not cycles.has_edge(a, b):
+                    a = src if parent[src] == src else find(src)
+                    b = dst if parent[dst] == dst else find(dst)
+                    if a == b:
+                        continue
+                    if b not in c_out[a]:
+                        settled = False
                         continue
                     stamp = (version[a], version[b])
                     previous = refused.get((a, b))
                     if previous is not None and (previous is _FOREVER or previous == stamp):
+                        settled = False
                         continue
                     merged = cycles.contract_edge(a, b)
                     if merged is None:
                         refused[(a, b)] = _FOREVER if cycles.blocked_for_good(
                             a, b, host) else stamp
+                        settled = False
                         continue
                     parent[b if merged == a else a] = merged
                     version[merged] += 1
                     changed = True
+                if not settled:
+                    unsettled.append(entry)
+            contractible = unsettled
 
         groups = {}
         for i in range(n):
             if candidate[i]:
-                groups.setdefault(find(cnode[i]), []).append(i)
+                c = cnode[i]
+                r = c if parent[c] == c else find(c)
+                members = groups.get(r)
+                if members is None:
+                    groups[r] = [i]
+                else:
+                    members.append(i)
         # Largest first; ties by first node position (deterministic).
         clusters = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
         dropped = {}
@@ -257,12 +310,14 @@ class _Clusterer:
         full_offload = not self.mix and not self.lazy
         label = [self.labels[members[0]] for _, members in clusters]
         taken = [False] * k
+        taken_bits = 0  # the same as a bitset
         result = []
         target_done = False
         for t in range(k):
             if taken[t]:
                 continue
             taken[t] = True
+            taken_bits |= 1 << t
             if full_offload and label[t] is None and target_done:
                 # Full offload keeps one (unlabelled) cluster: the largest mergeable set.
                 for i in clusters[t][1]:
@@ -280,8 +335,10 @@ class _Clusterer:
                         for i in clusters[m][1]:
                             dropped[i] = "not_in_largest_cluster"
                         taken[m] = True
+                        taken_bits |= bit
                     continue
                 taken[m] = True
+                taken_bits |= bit
                 group.append(m)
                 group_bits |= bit
                 # The original relation is transitively closed, so the union of the rows is the
@@ -293,10 +350,12 @@ class _Clusterer:
             result.append((clusters[t][0], members))
             if label[t] is None:
                 target_done = True
-            # Close the relation through the new merged node for the groups still to come.
-            for x in _bits(cur_in):
+            # Close the relation through the new merged node for the groups still to come (the
+            # rows of taken clusters are never read again).
+            pending = ~taken_bits
+            for x in _bits(cur_in & pending):
                 out_of[x] |= cur_out | group_bits
-            for y in _bits(cur_out):
+            for y in _bits(cur_out & pending):
                 into[y] |= cur_in | group_bits
             for g in group:
                 into[g] = cur_in
@@ -316,33 +375,54 @@ def _cluster_reachability(cycles, reps):
     """``(into, out_of)``: per cluster (index into ``reps``), bitsets of the clusters that reach
     it and that it reaches, in the contracted graph (paths through host nodes included)."""
     rank = cycles.rank
-    bit = {rep: 1 << k for k, rep in enumerate(reps)}
     alive = [v for v, a in enumerate(cycles.alive) if a]
     alive.sort(key=rank.__getitem__)
-    reach = {}
+    # Per vertex, the clusters that reach it (``reach``) and the same plus its own bit
+    # (``passed_on``: what its successors inherit from it); lists indexed by vertex id.
+    reach = [0] * len(rank)
+    passed_on = [0] * len(rank)
+    for k, rep in enumerate(reps):
+        passed_on[rep] = 1 << k
     inn = cycles.inn
     for v in alive:
         r = 0
         for p in inn[v]:
-            r |= reach[p] | bit.get(p, 0)
-        reach[v] = r
+            r |= passed_on[p]
+        if r:
+            reach[v] = r
+            passed_on[v] |= r
     into = [reach[rep] for rep in reps]
-    out_of = [0] * len(reps)
-    for k, mask in enumerate(into):
-        for j in _bits(mask):
-            out_of[j] |= 1 << k
+    # The transposed relation by the same sweep backwards over successors (one pass over the
+    # vertices instead of one step per pair of related clusters).
+    reach = [0] * len(rank)
+    passed_on = [0] * len(rank)
+    for k, rep in enumerate(reps):
+        passed_on[rep] = 1 << k
+    out = cycles.out
+    for v in reversed(alive):
+        r = 0
+        for s in out[v]:
+            r |= passed_on[s]
+        if r:
+            reach[v] = r
+            passed_on[v] |= r
+    out_of = [reach[rep] for rep in reps]
     return into, out_of
 
 
 def _scope_labels(view):
-    """Per node, its ``_subgraph_multi_dims_index`` (None outside any such scope)."""
+    """Per node, its ``_subgraph_multi_dims_index`` (None outside any such scope); and whether
+    any node carries ``_subgraphs`` already (a stale earlier clustering). One walk for both."""
     labels = [None] * len(view.ops)
     key = "_subgraph_multi_dims_index"
+    stale = False
     for i, node in enumerate(view.nodes):
         attrs = node.attr
         if key in attrs:
             labels[i] = attrs[key].i
-    return labels
+        if not stale and CLUSTER_ATTR in attrs:
+            stale = True
+    return labels, stale
 
 
 def _group_split(groups, cluster_of, candidate):
@@ -440,7 +520,7 @@ class ClusterPass(PassBase):
         if max_clusters < 0:
             max_clusters = int(config.npu_adapter_max_clusters)
         groups = _atomic_groups(view)
-        labels = _scope_labels(view)
+        labels, stale = _scope_labels(view)
         ipl = int(config.iterations_per_loop)
         enable_dp = bool(config.enable_data_pre_proc)
 
@@ -492,27 +572,39 @@ class ClusterPass(PassBase):
                 not ctx.get_backend().keeps_state_on_host:
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
-        out_nodes = out.node
-        if any(CLUSTER_ATTR in node.attr for node in view.nodes):  # a stale earlier clustering
+        out_nodes = list(out.node)  # a plain list: indexing the repeated field costs more
+        if stale:  # a stale earlier clustering
             for node in out_nodes:
                 for key in (CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR):
                     if key in node.attr:
                         del node.attr[key]
-        # Touch only the nodes that change (indexing a repeated field is O(1)).
+        # Touch only the nodes that change (indexing a repeated field is O(1)); one serialized
+        # attr per cluster, merged in (about half the cost of an assignment from Python).
+        patches = {}
         for i, name in names.items():
-            out_nodes[i].attr[CLUSTER_ATTR].s = name.encode()
+            patch = patches.get(name)
+            if patch is None:
+                node = node_def_pb2.NodeDef()
+                node.attr[CLUSTER_ATTR].s = name.encode()
+                patch = patches[name] = node.SerializeToString()
+            out_nodes[i].MergeFromString(patch)
         for i, reason in outside.items():
             out_nodes[i].attr[EXECUTES_ATTR].s = reason.encode()
         for i, targets in copies.items():
             out_nodes[i].attr[COPIED_INTO_ATTR].list.s.extend(t.encode() for t in targets)
         final_reasons = dict(reasons)
+        # Without a stale clustering, the output differs from the input exactly when a node
+        # joined a cluster (no node had the attr) or a placement annotation changed: known
+        # here without comparing two whole graphs.
+        host = _HostAnnotations(view.nodes, out_nodes)
         for i, reason in dropped.items():
-            set_placement(out_nodes[i], "host", reason)
+            host.set(i, reason)
             final_reasons[i] = reason
         for i, was in enumerate(initially_candidate):
             if was and not candidate[i] and i not in dropped:
-                set_placement(out_nodes[i], "host", reasons[i])
-        modified = out != graph_def
+                host.set(i, reasons[i])
+        placement_changed = host.changed
+        modified = out != graph_def if stale else bool(names) or placement_changed
         if modified:
             out_view = view.rebind(out)
             ctx.register_view(out, out_view)

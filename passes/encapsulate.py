@@ -147,7 +147,10 @@ class EncapsulatePass(PassBase):
         clusters = {}
         for i in sorted(cluster_of):
             name = cluster_of[i]
-            clusters.setdefault(name, _Cluster(name)).members.append(i)
+            cluster = clusters.get(name)
+            if cluster is None:  # (not setdefault: that would build a _Cluster per member)
+                cluster = clusters[name] = _Cluster(name)
+            cluster.members.append(i)
         if not clusters:
             return PassResult(graph_def, False, {"clusters": 0})
         for cluster in clusters.values():
@@ -190,7 +193,8 @@ class EncapsulatePass(PassBase):
         out = graph_pb2.GraphDef()
         out.versions.CopyFrom(graph_def.versions)
         out.library.CopyFrom(graph_def.library)
-        remaining_names = {nodes[i].name for i in range(len(nodes)) if i not in cluster_of}
+        names = view.names
+        remaining_names = {names[i] for i in range(len(nodes)) if i not in cluster_of}
         remaining_names.update(clusters)
         # Clusters whose every member runs in the outer graph still get their (empty) node, so
         # the cluster is reported; it stands before the cluster's first node.
@@ -199,6 +203,11 @@ class EncapsulatePass(PassBase):
             if not clusters[cname].members:
                 empty_at.setdefault(clusters[cname].position, []).append(cname)
         own_attrs = set(outside) | set(copied_into)
+        # Host nodes that read a clustered node (they are rewired to the cluster's outputs),
+        # found from the members' consumers rather than by scanning every node's inputs.
+        data_out, control_out = view.data_outputs, view.control_outputs
+        reads_cluster = {d for i in cluster_of for d, _, _ in data_out[i]}
+        reads_cluster.update(d for i in cluster_of for d in control_out[i])
         emitted = set()
         for i, node in enumerate(nodes):
             if empty_at and i in empty_at:
@@ -221,8 +230,7 @@ class EncapsulatePass(PassBase):
                     del copy.attr[key]  # bookkeeping ends here; the report read it
             if own_attrs and i in own_attrs:
                 _drop_attrs(copy, (EXECUTES_ATTR, COPIED_INTO_ATTR))
-            if any(src in cluster_of for src, _ in view.data_inputs[i]) or \
-                    any(src in cluster_of for src in view.control_inputs[i]):
+            if i in reads_cluster:
                 self._rewire_host_node(view, i, copy, clusters, cluster_of)
             if "_class" in copy.attr:
                 _drop_stale_colocation(copy, remaining_names)
@@ -274,8 +282,11 @@ class EncapsulatePass(PassBase):
         if not threshold:
             return hoisted
         nodes = view.nodes
+        ops, data_inputs, control_inputs = view.ops, view.data_inputs, view.control_inputs
         for cluster in clusters.values():
-            big = [i for i in cluster.members if nodes[i].op == "Const" and not nodes[i].input
+            # Op types and inputs from the index; only Consts are read.
+            big = [i for i in cluster.members if ops[i] == "Const" and not data_inputs[i]
+                   and not control_inputs[i]
                    and tensor_bytes(nodes[i].attr["value"].tensor) >= threshold]
             if not big or len(big) == len(cluster.members):
                 continue  # a cluster of nothing but constants keeps them
@@ -295,9 +306,9 @@ class EncapsulatePass(PassBase):
         get copies."""
         if not mix:
             return
-        nodes = view.nodes
-        for i in range(len(nodes)) if consts is None else consts:
-            if nodes[i].op not in CONST_OPS or i in hoisted:
+        ops = view.ops
+        for i in range(len(ops)) if consts is None else consts:
+            if ops[i] not in CONST_OPS or i in hoisted:
                 continue
             home = cluster_of.get(i)
             for d, _, port in view.data_outputs[i]:
@@ -393,15 +404,21 @@ class EncapsulatePass(PassBase):
         nodes = view.nodes
         every = range(len(nodes))
         arg_dsts, result_dsts = dsts if dsts is not None else (every, every)
+        owner_of = cluster_of.get
+        data_inputs = view.data_inputs
+        # Per cluster, its control inputs as a set too (the list keeps their order).
+        control_seen = {}
         # Inputs: edges entering a cluster, in edge order (consumers in GraphDef order).
         for dst in arg_dsts:
-            cname = cluster_of.get(dst)
-            if cname is None or cname not in clusters:
+            cname = owner_of(dst)
+            if cname is None:
                 continue
-            cluster = clusters[cname]
-            for slot, (src, port) in enumerate(view.data_inputs[dst]):
-                if cluster_of.get(src) == cname or src in cluster.const_copies or \
-                        src in cluster.var_copies:
+            cluster = clusters.get(cname)
+            if cluster is None:
+                continue
+            const_copies, var_copies = cluster.const_copies, cluster.var_copies
+            for slot, (src, port) in enumerate(data_inputs[dst]):
+                if owner_of(src) == cname or src in const_copies or src in var_copies:
                     continue
                 t = view.edge_type(dst, slot)
                 if t is not None and is_ref_type(t):
@@ -414,24 +431,28 @@ class EncapsulatePass(PassBase):
                     cluster.input_index[key] = len(cluster.inputs)
                     cluster.inputs.append(key)
             for src in view.control_inputs[dst]:
-                owner = cluster_of.get(src)
+                owner = owner_of(src)
                 if owner == cname:
                     continue
                 outer = owner if owner is not None else nodes[src].name
-                if outer not in cluster.control_inputs:
+                seen = control_seen.get(cname)
+                if seen is None:
+                    seen = control_seen[cname] = set(cluster.control_inputs)
+                if outer not in seen:
+                    seen.add(outer)
                     cluster.control_inputs.append(outer)
         # Control edges from the original Const to its copies (CopyConstBetweenGeOp).
         for cname, cluster in clusters.items():
             for const in cluster.const_copies:
-                owner = cluster_of.get(const)
+                owner = owner_of(const)
                 outer = owner if owner is not None else nodes[const].name
                 if outer != cname and outer not in cluster.control_inputs:
                     cluster.control_inputs.append(outer)
         # Outputs: edges leaving a cluster, in edge order; then fetched tensors.
         for dst in result_dsts:
-            dname = cluster_of.get(dst)
-            for slot, (src, port) in enumerate(view.data_inputs[dst]):
-                sname = cluster_of.get(src)
+            dname = owner_of(dst)
+            for slot, (src, port) in enumerate(data_inputs[dst]):
+                sname = owner_of(src)
                 if sname is None or sname == dname or sname not in clusters:
                     continue
                 if dname in clusters and (src in clusters[dname].const_copies
@@ -456,12 +477,20 @@ class EncapsulatePass(PassBase):
             name = t[1:] if t.startswith("^") else t
             if name in view.index:
                 targets.add(view.index[name])
+        data_out, control_out = view.data_outputs, view.control_outputs
+        owner = cluster_of.get
         for cname, cluster in clusters.items():
             for i in cluster.members:
-                leaves = any(cluster_of.get(d) != cname for d in view.control_outputs[i])
-                is_sink = not view.data_outputs[i] and not any(
-                    cluster_of.get(d) == cname for d in view.control_outputs[i])
-                if leaves or is_sink or i in targets:
+                # A member is a control output when a control edge leaves the cluster from it,
+                # when it is a sink of the cluster (no data consumer, no control consumer
+                # inside), or when the run targets it.
+                leaves = inner = False
+                for d in control_out[i]:
+                    if owner(d) == cname:
+                        inner = True
+                    else:
+                        leaves = True
+                if leaves or (not data_out[i] and not inner) or i in targets:
                     cluster.control_outputs.append(i)
 
     # ------------------------------------------------------------------ building
@@ -563,7 +592,8 @@ class EncapsulatePass(PassBase):
             arg.type = in_types[k]
             arg_of[(src, port)] = arg.name
         member_set = set(cluster.members) | set(cluster.var_copies)
-        body_names = {nodes[i].name for i in member_set}
+        names = view.names
+        body_names = {names[i] for i in member_set}
         copy_name = {}
         for const in sorted(cluster.const_copies):
             copy_name[const] = unique_name(nodes[const].name + "_copied", body_names)
@@ -579,8 +609,9 @@ class EncapsulatePass(PassBase):
                         f"cannot map outputs of {nodes[src].op} node {nodes[src].name!r} inside "
                         f"cluster {cluster.name} (op not registered)", code="Internal",
                         node=nodes[src].name)
-                port_names[src] = names
-            return f"{nodes[src].name}:{names[port]}"
+                # Whole references per port, built once per producer.
+                names = port_names[src] = [f"{view.names[src]}:{suffix}" for suffix in names]
+            return names[port]
 
         for const, cname in copy_name.items():
             body = fdef.node_def.add()
@@ -594,11 +625,14 @@ class EncapsulatePass(PassBase):
                     del body.attr[key]
         data_inputs = view.data_inputs
         control_inputs = view.control_inputs
+        add_body = fdef.node_def.add
         for i in sorted(cluster.var_copies) + cluster.members:
-            body = fdef.node_def.add()
+            body = add_body()
             body.CopyFrom(nodes[i])
             attrs = body.attr
-            _drop_attrs(body, _BOOKKEEPING)
+            for key in _BOOKKEEPING:
+                if key in attrs:
+                    del attrs[key]
             # Inputs from the index (no string parsing): body-local references, the copies of
             # constants, or the function's arguments.
             inputs = []
@@ -611,11 +645,12 @@ class EncapsulatePass(PassBase):
                     inputs.append(arg_of[(src, port)])
             for src in control_inputs[i]:
                 if src in member_set:
-                    inputs.append("^" + nodes[src].name)
+                    inputs.append("^" + names[src])
                 elif src in copy_name:
                     inputs.append("^" + copy_name[src])
-            del body.input[:]
-            body.input.extend(inputs)
+            if inputs or data_inputs[i] or control_inputs[i]:  # else there is nothing to replace
+                del body.input[:]
+                body.input.extend(inputs)
             if "_class" in attrs:
                 _drop_stale_colocation(body, body_names)
         ret_names = set()

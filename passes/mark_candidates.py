@@ -24,7 +24,7 @@ Rules, in the original's order:
 
 from tensorflow.core.framework import types_pb2
 
-from npu_adapter.graph.types import base_type
+from npu_adapter.graph.types import REF_OFFSET, base_type, may_have_dtype
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.registry import register_pass
 
@@ -35,6 +35,8 @@ __all__ = ["MarkCandidatesPass"]
 
 _ITERATOR_OPS = ("Iterator", "IteratorV2")
 _VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
+# A resource argument, plain or (in a malformed graph) as a ref.
+_RESOURCE_TYPES = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_RESOURCE + REF_OFFSET})
 
 
 def _graph_level_reason(view):
@@ -50,6 +52,8 @@ def _unsupported_resource(view, i):
     """Mix-mode rule: the first resource input must come from a VarHandleOp, and only a
     VarHandleOp may output a resource."""
     ops = view.ops
+    if ops[i] not in view.functions and not may_have_dtype(view.nodes[i], _RESOURCE_TYPES):
+        return False  # most ops: their attrs rule a resource out without expanding the types
     in_types = view.input_types(i) or ()
     for slot, t in enumerate(in_types):
         if base_type(t) == types_pb2.DT_RESOURCE:

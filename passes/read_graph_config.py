@@ -24,7 +24,7 @@ __all__ = ["ReadGraphConfigPass"]
 
 
 def _expand_unary_compositions(graph_def, view):
-    comps = [i for i, n in enumerate(view.nodes) if n.op == "_UnaryOpsComposition"]
+    comps = [i for i, op in enumerate(view.ops) if op == "_UnaryOpsComposition"]
     if not comps:
         return graph_def, 0
     out = copy_graph(graph_def)

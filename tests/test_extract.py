@@ -257,3 +257,44 @@ def test_feeding_an_output_of_unknown_dtype_is_an_error():
     with pytest.raises(GraphError, match="feed 'mystery:0': cannot tell the dtype of output 0 of "
                                          "NotRegistered node 'mystery'"):
         extract_client_graph(b.graph_def(), fetches=["out"], feeds=["mystery"])
+
+
+def _copied_one_by_one(graph_def, kept_names):
+    """The client graph as a copy of the versions, the library and each kept node."""
+    out = graph_pb2.GraphDef()
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    for node in graph_def.node:
+        if node.name in kept_names:
+            out.node.add().CopyFrom(node)
+    return out
+
+
+@pytest.mark.parametrize("dead_every", [2, 50, 1000])
+def test_client_graph_is_the_same_bytes_however_it_is_copied(dead_every):
+    # Chains of Identity nodes; every ``dead_every``-th node is a side branch nothing fetches.
+    # Few dead nodes take the whole-copy path, many take the per-node path: same bytes.
+    graph_def = graph_pb2.GraphDef()
+    graph_def.versions.producer = 7
+    graph_def.debug_info.files.append("not copied into a client graph")
+    first = graph_def.node.add(name="x", op="Placeholder")
+    first.attr["dtype"].type = tf.float32.as_datatype_enum
+    previous = "x"
+    kept = {"x"}
+    for k in range(3000):
+        node = graph_def.node.add(name=f"n{k}", op="Identity", input=[previous])
+        node.attr["T"].type = tf.float32.as_datatype_enum
+        if k % dead_every == dead_every - 1:
+            node.input.append(f"^{previous}")  # a dead end with a control input
+            continue
+        kept.add(node.name)
+        previous = node.name
+    client = extract_client_graph(graph_def, [f"{previous}:0"])
+    expected = _copied_one_by_one(graph_def, kept)
+    assert to_bytes(client.graph_def) == to_bytes(expected)
+    assert not client.graph_def.HasField("debug_info")
+    # The view handed along is the view of the client graph.
+    fresh = GraphView(client.graph_def)
+    assert client.view.names == fresh.names
+    assert client.view.data_inputs == fresh.data_inputs
+    assert client.view.control_inputs == fresh.control_inputs

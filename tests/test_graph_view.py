@@ -11,7 +11,7 @@ import tensorflow as tf
 from graph_cases import while_loop_v1_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorflow.core.framework import function_pb2, graph_pb2, types_pb2
+from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, types_pb2
 
 from npu_adapter.graph import names
 from npu_adapter.graph.extract import extract_client_graph
@@ -425,3 +425,49 @@ def test_a_20k_node_graph_verifies_and_extracts():
     client = extract_client_graph(gd, fetches=["n10000:0"])
     assert len(client.graph_def.node) == 10001
     assert all(n.name == f"n{i}" for i, n in enumerate(client.graph_def.node))
+
+
+# --------------------------------------------------------------------------- may_have_dtype
+def _typed_node(op, **attrs):
+    node = node_def_pb2.NodeDef(name="n", op=op)
+    for key, value in attrs.items():
+        if isinstance(value, list):
+            node.attr[key].list.type.extend(value)
+        elif isinstance(value, int):
+            node.attr[key].type = value
+        else:
+            node.attr[key].CopyFrom(value)
+    return node
+
+
+@pytest.mark.parametrize("op, attrs", [
+    ("Identity", {"T": RESOURCE}),
+    ("Identity", {"T": F32}),
+    ("Add", {"T": F32}),
+    ("Add", {"T": RESOURCE}),  # not a valid graph, but the rule reads what is there
+    ("VarHandleOp", {"dtype": F32}),
+    ("ReadVariableOp", {"dtype": F32}),
+    ("AssignVariableOp", {"dtype": F32}),
+    ("IdentityN", {"T": [F32, RESOURCE]}),
+    ("IdentityN", {"T": [F32, F32]}),
+    ("Switch", {"T": RESOURCE}),
+    ("ZerosLike", {}),  # T missing: the types cannot be told, so no resource either
+    ("Const", {"dtype": F32}),
+])
+def test_may_have_dtype_agrees_with_the_expanded_types(op, attrs):
+    from npu_adapter.graph.types import may_have_dtype, node_input_types, node_output_types
+
+    node = _typed_node(op, **attrs)
+    resource = frozenset({RESOURCE, RESOURCE + 100})
+    expanded = (node_input_types(node) or []) + (node_output_types(node) or [])
+    has = any(t in resource for t in expanded)
+    # From the attrs alone, the same answer as the expanded input and output lists.
+    assert may_have_dtype(node, resource) == has
+
+
+def test_may_have_dtype_is_conservative_for_unknown_ops_and_cluster_nodes():
+    from npu_adapter.graph.types import may_have_dtype
+
+    resource = frozenset({RESOURCE})
+    assert may_have_dtype(node_def_pb2.NodeDef(name="u", op="NoSuchOp"), resource)
+    assert may_have_dtype(node_def_pb2.NodeDef(name="g", op="GeOp"), resource)

@@ -176,7 +176,8 @@ class GraphCycles:
         rank = self.rank
         if rank[a] > rank[b]:  # cannot happen for a DAG edge; keep the structure honest
             raise RuntimeError(f"edge {a}->{b} contradicts the topological order")
-        self.remove_edge(a, b)
+        self.out[a].discard(b)
+        self.inn[b].discard(a)
         survivor = self._try_fuse(a, b)
         if survivor is None:
             self.insert_edge(a, b)  # restore: the graph is as before the call
@@ -204,9 +205,16 @@ class GraphCycles:
         # Any path a →* b enters b through a predecessor ranked above a, and leaves a through a
         # successor ranked below b. If either set is empty there is no path, and the merged node
         # can simply take a's (resp. b's) rank: no search, no reordering.
-        if not any(rank[p] > ra for p in self.inn[b]):
+        # (Plain loops: this runs once per contracted edge, and most sets hold one or two ids.)
+        for p in self.inn[b]:
+            if rank[p] > ra:
+                break
+        else:
             return self._fuse(a, b, None, None, keep=ra)
-        if not any(rank[x] < rb for x in self.out[a]):
+        for x in self.out[a]:
+            if rank[x] < rb:
+                break
+        else:
             return self._fuse(a, b, None, None, keep=rb)
         forward = self._forward(a, rb, stop=b)
         if forward is None:
@@ -225,7 +233,8 @@ class GraphCycles:
         rank.
         """
         rank = self.rank
-        if len(self.inn[b]) + len(self.out[b]) > len(self.inn[a]) + len(self.out[a]):
+        out, inn = self.out, self.inn
+        if len(inn[b]) + len(out[b]) > len(inn[a]) + len(out[a]):
             survivor, dead = b, a
         else:
             survivor, dead = a, b
@@ -238,20 +247,22 @@ class GraphCycles:
             forward.sort(key=rank.__getitem__)
             for v, r in zip(backward + [survivor] + forward, slots):
                 rank[v] = r
-        out_s, inn_s = self.out[survivor], self.inn[survivor]
-        for y in self.out[dead]:
-            self.inn[y].discard(dead)
+        out_s, inn_s = out[survivor], inn[survivor]
+        for y in out[dead]:
+            in_y = inn[y]
+            in_y.discard(dead)
             if y != survivor:
                 out_s.add(y)
-                self.inn[y].add(survivor)
-        for y in self.inn[dead]:
-            self.out[y].discard(dead)
+                in_y.add(survivor)
+        for y in inn[dead]:
+            out_y = out[y]
+            out_y.discard(dead)
             if y != survivor:
                 inn_s.add(y)
-                self.out[y].add(survivor)
+                out_y.add(survivor)
         out_s.discard(dead)
         inn_s.discard(dead)
-        self.out[dead] = set()
-        self.inn[dead] = set()
+        out[dead] = set()
+        inn[dead] = set()
         self.alive[dead] = False
         return survivor

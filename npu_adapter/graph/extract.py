@@ -9,6 +9,7 @@ input, exactly as TensorFlow's ``DirectSession`` replaces feeds by ``_Arg`` node
 
 import collections
 
+from google.protobuf import unknown_fields
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from npu_adapter.errors import GraphError
@@ -166,6 +167,9 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
     if not substitutes and len(kept) == len(view.nodes):
         # Everything is needed and nothing was substituted: the client graph is the graph.
         return ClientGraph(graph_def, fetches, targets, feed_map, view)
+    if not substitutes:
+        out = _copy_kept(graph_def, kept)
+        return ClientGraph(out, fetches, targets, feed_map, view.subset(out, kept))
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
@@ -188,5 +192,46 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
                 del copy.input[:]
                 copy.input.extend(new_inputs)
     out.node.extend(new_nodes)
-    client_view = None if substitutes else view.subset(out, kept)
-    return ClientGraph(out, fetches, targets, feed_map, client_view)
+    return ClientGraph(out, fetches, targets, feed_map, None)
+
+
+def _copy_kept(graph_def, kept):
+    """A GraphDef with the versions, the library and the nodes ``kept`` (sorted indices) of
+    ``graph_def``, byte-identical to copying those fields one node at a time.
+
+    When most nodes are kept, copying the whole message in one call and deleting the runs of
+    left-out nodes is several times cheaper than a copy per node; each deletion shifts the tail
+    of the node list, so the cost of both ways is estimated and the cheaper one taken."""
+    n = len(graph_def.node)
+    runs = []  # [start, end) of left-out nodes
+    previous = -1
+    for i in kept:
+        if i != previous + 1:
+            runs.append((previous + 1, i))
+        previous = i
+    if previous + 1 < n:
+        runs.append((previous + 1, n))
+    # Rough costs per node copied one by one, per node copied in bulk and per node shifted.
+    per_node = 1000 * len(kept)
+    bulk = 250 * n + sum(n - start for start, _ in runs)
+    out = graph_pb2.GraphDef()
+    # A whole copy would also carry fields this TensorFlow does not know (the field copies
+    # below do not): then copy node by node.
+    if bulk < per_node and not len(unknown_fields.UnknownFieldSet(graph_def)):
+        out.CopyFrom(graph_def)
+        for field, _ in out.ListFields():
+            if field.name not in ("node", "versions", "library"):
+                out.ClearField(field.name)
+        # Copying the two fields marks them present even when empty: so does this.
+        out.versions.SetInParent()
+        out.library.SetInParent()
+        for start, end in reversed(runs):
+            del out.node[start:end]
+        return out
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    nodes = graph_def.node
+    add = out.node.add
+    for i in kept:
+        add().CopyFrom(nodes[i])
+    return out

@@ -90,13 +90,18 @@ def strip_payloads(graph_def, min_bytes=None):
     big = []
     total = 0
     for k, node in enumerate(graph_def.node):
-        if node.op == "Const" and PAYLOAD_ATTR not in node.attr and "value" in node.attr:
-            tensor = node.attr["value"].tensor
-            # Strings are kept: their data is not one buffer that could be moved cheaply.
-            size = tensor_bytes(tensor) if tensor.dtype != types_pb2.DT_STRING else 0
-            if size >= min_bytes:
-                big.append(k)
-                total += size
+        if node.op != "Const":
+            continue
+        # The size first (one attr read); the marker only for the few big ones.
+        value = node.attr.get("value")
+        if value is None:
+            continue
+        tensor = value.tensor
+        # Strings are kept: their data is not one buffer that could be moved cheaply.
+        size = tensor_bytes(tensor) if tensor.dtype != types_pb2.DT_STRING else 0
+        if size >= min_bytes and PAYLOAD_ATTR not in node.attr:
+            big.append(k)
+            total += size
     if not big or total < MIN_TOTAL_BYTES:
         return graph_def, None
     out = graph_pb2.GraphDef()

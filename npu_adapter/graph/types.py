@@ -28,6 +28,8 @@ __all__ = [
     "output_port_names",
     "may_reference_functions",
     "tensor_bytes",
+    "dtype_sources",
+    "may_have_dtype",
 ]
 
 REF_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
@@ -86,39 +88,119 @@ def _attr_defaults(op_type):
 
 
 def _attr(node, defaults, name):
-    if name in node.attr:
-        return node.attr[name]
-    return defaults.get(name)
+    value = node.attr.get(name)
+    return value if value is not None else defaults.get(name)
 
 
-def _expand_args(args, node, defaults):
-    """Types for a list of ArgDefs, or None when an attr needed to resolve them is missing."""
+@functools.cache
+def _arg_plan(op_type, outputs):
+    """The input (``outputs`` False) or output ArgDefs of ``op_type`` as plain tuples
+    ``(type_list_attr, type, type_attr, number_attr, is_ref)``, or None for an unknown op.
+
+    Reading OpDef fields from Python costs about as much as reading NodeDef fields; dtypes are
+    asked for on every edge of 100k-node graphs, so each OpDef is read once per process."""
+    op_def = op_def_for(op_type)
+    if op_def is None:
+        return None
+    args = op_def.output_arg if outputs else op_def.input_arg
+    return tuple((a.type_list_attr, a.type, a.type_attr, a.number_attr, a.is_ref) for a in args)
+
+
+def _expand_args(plan, node, defaults):
+    """Types for an argument plan (see ``_arg_plan``), or None when an attr needed to resolve
+    them is missing."""
     out = []
-    for arg in args:
-        if arg.type_list_attr:
-            value = _attr(node, defaults, arg.type_list_attr)
+    attrs = node.attr
+    for type_list_attr, fixed, type_attr, number_attr, is_ref in plan:
+        if type_list_attr:
+            value = attrs.get(type_list_attr)
             if value is None:
-                return None
+                value = defaults.get(type_list_attr)
+                if value is None:
+                    return None
             types = list(value.list.type)
         else:
-            if arg.type:
-                t = arg.type
+            if fixed:
+                t = fixed
             else:
-                value = _attr(node, defaults, arg.type_attr)
+                value = attrs.get(type_attr)
                 if value is None:
-                    return None
+                    value = defaults.get(type_attr)
+                    if value is None:
+                        return None
                 t = value.type
-            n = 1
-            if arg.number_attr:
-                value = _attr(node, defaults, arg.number_attr)
+            if number_attr:
+                value = attrs.get(number_attr)
                 if value is None:
-                    return None
-                n = value.i
-            types = [t] * n
-        if arg.is_ref:
+                    value = defaults.get(number_attr)
+                    if value is None:
+                        return None
+                types = [t] * value.i
+            elif is_ref:
+                out.append(t + REF_OFFSET)
+                continue
+            else:
+                out.append(t)
+                continue
+        if is_ref:
             types = [t + REF_OFFSET for t in types]
         out.extend(types)
     return out
+
+
+@functools.cache
+def dtype_sources(op_type):
+    """What decides the dtypes of ``op_type``'s inputs and outputs: ``(fixed, type_attrs,
+    list_attrs)`` with ``fixed`` the set of dtypes its OpDef names directly and the names of the
+    ``type`` and ``list(type)`` attrs the other arguments take theirs from; None for an unknown
+    op.
+
+    Lets a caller rule a dtype out of every argument of a node by reading a few attrs, without
+    expanding the argument lists (ref arguments add ``REF_OFFSET`` to these values)."""
+    plans = (_arg_plan(op_type, False), _arg_plan(op_type, True))
+    if plans[0] is None:
+        return None
+    fixed = set()
+    type_attrs = []
+    list_attrs = []
+    for plan in plans:
+        for type_list_attr, t, type_attr, _, _ in plan:
+            if type_list_attr:
+                list_attrs.append(type_list_attr)
+            elif t:
+                fixed.add(t)
+            else:
+                type_attrs.append(type_attr)
+    return frozenset(fixed), tuple(dict.fromkeys(type_attrs)), tuple(dict.fromkeys(list_attrs))
+
+
+def may_have_dtype(node, dtypes_):
+    """False when no input or output of ``node`` can be of a dtype in ``dtypes_`` (a set that
+    holds both the plain and the ``*_REF`` value to rule out); True when it may (or the op is
+    unknown, a library function or a ``GeOp``: the caller then looks at the full lists)."""
+    op = node.op
+    sources = dtype_sources(op) if op != "GeOp" else None
+    if sources is None:
+        return True
+    fixed, type_attrs, list_attrs = sources
+    if not fixed.isdisjoint(dtypes_):
+        return True
+    if type_attrs or list_attrs:
+        attrs = node.attr
+        defaults = _attr_defaults(op)
+        for name in type_attrs:
+            value = attrs.get(name)
+            if value is None:
+                value = defaults.get(name)
+            if value is not None and value.type in dtypes_:
+                return True
+        for name in list_attrs:
+            value = attrs.get(name)
+            if value is None:
+                value = defaults.get(name)
+            if value is not None and not dtypes_.isdisjoint(value.list.type):
+                return True
+    return False
 
 
 def _function_sig_types(args):
@@ -137,26 +219,28 @@ def node_output_types(node, functions=None):
         node: the NodeDef.
         functions: optional mapping function name → FunctionDef (the graph's library).
     """
-    if node.op == "GeOp":
+    op = node.op
+    if op == "GeOp":
         return list(node.attr["Tout"].list.type) if "Tout" in node.attr else None
-    if functions and node.op in functions:
-        return _function_sig_types(functions[node.op].signature.output_arg)
-    op_def = op_def_for(node.op)
-    if op_def is None:
+    if functions and op in functions:
+        return _function_sig_types(functions[op].signature.output_arg)
+    plan = _arg_plan(op, True)
+    if plan is None:
         return None
-    return _expand_args(op_def.output_arg, node, _attr_defaults(node.op))
+    return _expand_args(plan, node, _attr_defaults(op))
 
 
 def node_input_types(node, functions=None):
     """Data-input dtypes of ``node`` (one per non-control input), or ``None`` if unknown."""
-    if node.op == "GeOp":
+    op = node.op
+    if op == "GeOp":
         return list(node.attr["Tin"].list.type) if "Tin" in node.attr else None
-    if functions and node.op in functions:
-        return _function_sig_types(functions[node.op].signature.input_arg)
-    op_def = op_def_for(node.op)
-    if op_def is None:
+    if functions and op in functions:
+        return _function_sig_types(functions[op].signature.input_arg)
+    plan = _arg_plan(op, False)
+    if plan is None:
         return None
-    return _expand_args(op_def.input_arg, node, _attr_defaults(node.op))
+    return _expand_args(plan, node, _attr_defaults(op))
 
 
 def _arg_lengths(args, node, defaults):
@@ -212,9 +296,10 @@ def tensor_bytes(tensor):
     """Size in bytes of a TensorProto's data once materialised, from its dtype and shape (never
     from ``tensor_content``: reading that field copies it). Strings count their bytes; dtypes
     without a fixed size (resource, variant) count 0."""
-    if tensor.dtype == types_pb2.DT_STRING:
+    dtype = tensor.dtype
+    if dtype == types_pb2.DT_STRING:
         return sum(len(s) for s in tensor.string_val)
-    size = _element_size(tensor.dtype)
+    size = _element_size(dtype)
     for dim in tensor.tensor_shape.dim:
         size *= max(dim.size, 0)
     return size

@@ -53,9 +53,9 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
     for name in view.duplicate_names:
         found.append(
             Violation("duplicate_name", name, f"node name {name!r} is used more than once"))
-    for node in view.nodes:
-        if not is_valid_node_name(node.name):
-            found.append(Violation("invalid_name", node.name, f"invalid node name {node.name!r}"))
+    for name in view.names:
+        if not is_valid_node_name(name):
+            found.append(Violation("invalid_name", name, f"invalid node name {name!r}"))
     for i in view.misordered:
         node = view.nodes[i]
         found.append(Violation(
@@ -88,7 +88,10 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
     from npu_adapter.graph.types import op_def_for
 
     library = view.functions
-    for node_name, attr_name, fname in _referenced_functions(view.nodes):
+    # Only nodes whose op can carry a func-valued attr are read (by op type, from the index).
+    nodes = view.nodes
+    callers = [nodes[i] for i, op in enumerate(view.ops) if may_reference_functions(op)]
+    for node_name, attr_name, fname in _referenced_functions(callers):
         if fname not in library and op_def_for(fname) is None:
             found.append(Violation(
                 "missing_function", node_name,

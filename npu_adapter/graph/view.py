@@ -26,6 +26,8 @@ class GraphView:
     Attributes:
         graph_def: the GraphDef the view was built from (treat as read-only).
         nodes: list of NodeDefs, in GraphDef order; a node is referred to by its index here.
+        names: list of node names, in GraphDef order (a plain list: cheaper than NodeDef reads).
+        ops: list of op types, in GraphDef order.
         index: dict node name → index (first occurrence when names are duplicated).
         data_inputs: per node, a list of ``(src_index, src_port)`` per data input slot;
             ``src_index`` is -1 when the producer does not exist (a dangling input).
@@ -38,6 +40,7 @@ class GraphView:
     __slots__ = (
         "graph_def",
         "_nodes",
+        "names",
         "ops",
         "index",
         "data_inputs",
@@ -57,19 +60,20 @@ class GraphView:
         self.graph_def = graph_def
         nodes = list(graph_def.node)
         self._nodes = nodes
-        index = {}
+        # Names and op types as plain lists: reading NodeDef fields from Python is slow, and the
+        # passes ask for them in their inner loops.
+        names = [node.name for node in nodes]
+        self.names = names
+        self.ops = [node.op for node in nodes]
+        index = dict(zip(names, range(len(names))))
         duplicates = set()
-        ops = []
-        for i, node in enumerate(nodes):
-            name = node.name
-            ops.append(node.op)
-            if name in index:
-                duplicates.add(name)
-            else:
-                index[name] = i
-        # Op types as a plain list: reading NodeDef fields from Python is slow, and the passes
-        # ask for op types in their inner loops.
-        self.ops = ops
+        if len(index) != len(names):
+            index = {}
+            for i, name in enumerate(names):
+                if name in index:
+                    duplicates.add(name)
+                else:
+                    index[name] = i
         self.index = index
         self.duplicate_names = sorted(duplicates)
         data_inputs = []
@@ -131,8 +135,8 @@ class GraphView:
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
         other._nodes = None  # materialised on first use
-        for slot in ("ops", "index", "data_inputs", "control_inputs", "dangling", "misordered",
-                     "duplicate_names",
+        for slot in ("names", "ops", "index", "data_inputs", "control_inputs", "dangling",
+                     "misordered", "duplicate_names",
                      "_data_outputs", "_control_outputs", "_out_types", "_in_types", "cache"):
             setattr(other, slot, getattr(self, slot))
         other.functions = {f.signature.name: f for f in graph_def.library.function}
@@ -142,42 +146,53 @@ class GraphView:
         """The view of ``graph_def``, whose nodes are this view's nodes ``kept`` (sorted indices),
         unchanged and in the same order — what extracting a client graph without feed
         substitutions produces. Built by renumbering, without parsing any input again."""
-        new_of = {old: new for new, old in enumerate(kept)}
+        n = len(self.ops)
+        # Old index -> new index as a list, -1 for nodes left out; the extra last entry maps a
+        # dangling producer (-1) to -1 again.
+        new_of = [-1] * (n + 1)
+        for new, old in enumerate(kept):
+            new_of[old] = new
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
         other._nodes = list(graph_def.node)
+        names = self.names
+        other.names = [names[old] for old in kept]
         other.ops = [self.ops[old] for old in kept]
-        other.index = {}
-        for new, old in enumerate(kept):
-            other.index.setdefault(self.nodes[old].name, new)  # first occurrence, as __init__
-        get = new_of.get
-        other.data_inputs = [[(get(src, -1), port) for src, port in self.data_inputs[old]]
+        if self.duplicate_names:
+            other.index = {}
+            for new, name in enumerate(other.names):
+                other.index.setdefault(name, new)  # first occurrence, as __init__
+            present = set(other.names)
+            other.duplicate_names = [d for d in self.duplicate_names if d in present]
+        else:
+            other.index = dict(zip(other.names, range(len(kept))))
+            other.duplicate_names = []
+        data_inputs = self.data_inputs
+        other.data_inputs = [[(new_of[src], port) for src, port in data_inputs[old]]
                              for old in kept]
-        other.control_inputs = [[get(src, -1) for src in self.control_inputs[old]]
-                                for old in kept]
-        other.dangling = [(new_of[i], text) for i, text in self.dangling if i in new_of]
-        other.misordered = [new_of[i] for i in self.misordered if i in new_of]
-        names = {self.nodes[i].name for i in kept}
-        other.duplicate_names = [n for n in self.duplicate_names if n in names]
+        control_inputs = self.control_inputs
+        other.control_inputs = [[new_of[src] for src in control_inputs[old]] for old in kept]
+        other.dangling = [(new_of[i], text) for i, text in self.dangling if new_of[i] >= 0]
+        other.misordered = [new_of[i] for i in self.misordered if new_of[i] >= 0]
         other.functions = {f.signature.name: f for f in graph_def.library.function}
         other._data_outputs = None
         other._control_outputs = None
-        other._out_types = {new: self._out_types[old] for new, old in enumerate(kept)
-                            if old in self._out_types}
-        other._in_types = {new: self._in_types[old] for new, old in enumerate(kept)
-                           if old in self._in_types}
+        other._out_types = {new_of[old]: types for old, types in self._out_types.items()
+                            if new_of[old] >= 0}
+        other._in_types = {new_of[old]: types for old, types in self._in_types.items()
+                           if new_of[old] >= 0}
         other.cache = {}
         table = self.cache.get("predecessors")
         if table is not None:
             # Renumber the shared adjacency instead of rebuilding it (order is preserved).
-            other.cache["predecessors"] = [[new_of[p] for p in table[old] if p in new_of]
+            other.cache["predecessors"] = [[new_of[p] for p in table[old] if new_of[p] >= 0]
                                            for old in kept]
         key = ("topological_order", True)
         if key in self.cache:
             # A topological order restricted to a node subset is one of the induced subgraph.
             order, remaining = self.cache[key]
-            other.cache[key] = ([new_of[i] for i in order if i in new_of],
-                                [new_of[i] for i in remaining if i in new_of])
+            other.cache[key] = ([new_of[i] for i in order if new_of[i] >= 0],
+                                [new_of[i] for i in remaining if new_of[i] >= 0])
         return other
 
     # ----------------------------------------------------------------------------- lookups
@@ -200,7 +215,7 @@ class GraphView:
 
     def name(self, i):
         """Name of node ``i``."""
-        return self.nodes[i].name
+        return self.names[i]
 
     def op(self, i):
         """Op type of node ``i``."""
@@ -248,11 +263,16 @@ class GraphView:
 
         The returned list is shared: do not modify it.
         """
+        return self.predecessor_table()[i]
+
+    def predecessor_table(self):
+        """:meth:`predecessors` of every node, as one list indexed by node (shared, read-only;
+        for loops over every node, which need not pay a method call per node)."""
         table = self.cache.get("predecessors")
         if table is None:
             table = self.cache["predecessors"] = self._adjacency(
                 [[src for src, _ in data] for data in self.data_inputs], self.control_inputs)
-        return table[i]
+        return table
 
     def successors(self, i):
         """Indices of the consumers of node ``i`` (data and control), without duplicates.
@@ -273,8 +293,9 @@ class GraphView:
                 # The common case: at most one neighbour.
                 table.append(first if not first or first[0] >= 0 else [])
                 continue
-            found = dict.fromkeys(x for x in first if x >= 0)
-            found.update(dict.fromkeys(x for x in second if x >= 0))
+            found = dict.fromkeys(first)
+            found.update(dict.fromkeys(second))
+            found.pop(-1, None)  # dangling inputs (first occurrences keep their order)
             table.append(list(found))
         return table
 
@@ -346,11 +367,15 @@ class GraphView:
         back = [skip_back_edges and op in LOOP_BACK_EDGE_OPS for op in self.ops]
         indegree = [0] * n
         succ = [[] for _ in range(n)]
-        for dst in range(n):
-            for src in self.predecessors(dst):
-                if back[src]:
-                    continue
-                indegree[dst] += 1
+        table = self.predecessor_table()
+        any_back = any(back)
+        for dst, preds in enumerate(table):
+            if not preds:
+                continue
+            if any_back:
+                preds = [src for src in preds if not back[src]]
+            indegree[dst] = len(preds)
+            for src in preds:
                 succ[src].append(dst)
         order = []
         if stable_key is None:

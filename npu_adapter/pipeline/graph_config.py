@@ -84,18 +84,37 @@ class GraphConfig:
 
 def gate_reason(view, config):
     """Why the original adapter would leave this graph alone (None: it rewrites it)."""
+    reason = _config_gate(config)
+    if reason is not None:
+        return reason
+    for node in view.nodes:
+        reason = _node_gate(node.attr)
+        if reason is not None:
+            return reason
+    return _off_line_gate(config)
+
+
+def _config_gate(config):
+    """The gate reasons decided by the options alone, before any node is looked at."""
     if config is None or not getattr(config, "present", True):
         return "no_npu_optimizer"
     job = getattr(config, "job", "localhost") or "localhost"
     if job in ("ps", "default"):
         return f"job_{job}"
-    for node in view.nodes:
-        attrs = node.attr
-        if NO_NEED_OPTIMIZE_ATTR in attrs:
-            return "no_need_optimize"
-        if NPU_OPTIMIZER_ATTR in attrs:
-            # Cluster nodes carry the options (as in the original's GetAttrOptimizePass skip).
-            return "already_rewritten"
+    return None
+
+
+def _node_gate(attrs):
+    """The gate reason a node's attrs give (None: this node does not gate the graph)."""
+    if NO_NEED_OPTIMIZE_ATTR in attrs:
+        return "no_need_optimize"
+    if NPU_OPTIMIZER_ATTR in attrs:
+        # Cluster nodes carry the options (as in the original's GetAttrOptimizePass skip).
+        return "already_rewritten"
+    return None
+
+
+def _off_line_gate(config):
     if not getattr(config, "use_off_line", True):
         return "use_off_line_false"
     return None
@@ -135,7 +154,7 @@ def read_graph_config(view, config):
 
 
 def _compute_graph_config(view, config):
-    skip = gate_reason(view, config)
+    skip = _config_gate(config)
     if skip is not None:
         return GraphConfig(skip_reason=skip)
     from npu_adapter.config.parsers import parse_shape_range
@@ -145,28 +164,42 @@ def _compute_graph_config(view, config):
     getnext_count = 0
     restore = False
     graph_dynamic = None
-    for node in view.nodes:
-        op = node.op
+    # One walk over the nodes for the gate (as gate_reason) and the graph options. An error
+    # found on the way is raised only once the graph is known not to be gated.
+    error = None
+    for node, op in zip(view.nodes, view.ops):
+        attrs = node.attr
+        skip = _node_gate(attrs)
+        if skip is not None:
+            return GraphConfig(skip_reason=skip)
+        if error is not None:
+            continue
         if op in _GETNEXT_OPS:
             getnext_count += 1
         elif op in _RESTORE_OPS:
             restore = True
         elif op == "OneShotIterator" and iterations_per_loop != 1:
-            raise RewriteError(
+            error = RewriteError(
                 f"OneShotIterator {node.name!r} cannot be used with iterations_per_loop="
                 f"{iterations_per_loop}; use make_initializable_iterator (as the original adapter "
                 "requires)", code="InvalidArgument", node=node.name)
-        attrs = node.attr
+            continue
         if not data_format and "data_format" in attrs:
             data_format = attrs["data_format"].s.decode()
         if "_graph_dynamic_input" in attrs:
             if "_graph_dynamic_graph_execute_mode" not in attrs:
-                raise RewriteError(
+                error = RewriteError(
                     f"node {node.name!r} has _graph_dynamic_input but no "
                     "_graph_dynamic_graph_execute_mode; set both with set_graph_exec_config",
                     code="InvalidArgument", node=node.name)
+                continue
             # Last node visited wins, as in the original's GetGraphConfig loop.
             graph_dynamic = node
+    skip = _off_line_gate(config)
+    if skip is not None:
+        return GraphConfig(skip_reason=skip)
+    if error is not None:
+        raise error
 
     enable_dp = bool(getattr(config, "enable_data_pre_proc", False)) and getnext_count > 0
     train_graph = None

@@ -141,9 +141,9 @@ def clusters_from_graph(graph_def):
             fdef = functions.get(f"{fname}_gear_0", fdef)
         members = ()
         if fdef is not None:
-            members = tuple(n.name for n in fdef.node_def
-                            if not n.name.endswith(COPIED_CONST_SUFFIX)
-                            and PRECISION_CAST_MARK not in n.name)
+            names = [n.name for n in fdef.node_def]  # each name read once
+            members = tuple(name for name in names if not name.endswith(COPIED_CONST_SUFFIX)
+                            and PRECISION_CAST_MARK not in name)
         attrs = node.attr
         if CLUSTER_HOISTED_ATTR in attrs:  # large Consts passed in by the CPU reference
             members += tuple(s.decode() for s in attrs[CLUSTER_HOISTED_ATTR].list.s)
@@ -202,19 +202,23 @@ def placement_from_view(view, default_reason="not_rewritten"):
     names = clusters[1]
     outside, copies = (clusters[2], clusters[3]) if len(clusters) == 4 else ({}, {})
     nodes = view.nodes
+    names_of = view.names
+    special = set(outside) | set(copies)  # entries with what runs where besides the placement
+    cluster_of = names.get
+    reason_of = reasons.get
     result = {}
     for i, node in enumerate(nodes):
-        cluster = names.get(i)
+        cluster = cluster_of(i)
         device = DEVICE_NPU if cluster is not None else DEVICE_HOST
-        if (outside or copies) and (i in outside or i in copies):
-            entry = _entry(device, cluster, reasons.get(i, default_reason), outside.get(i),
+        if special and i in special:
+            entry = _entry(device, cluster, reason_of(i, default_reason), outside.get(i),
                            copies.get(i))
         else:
             entry = {"device": device, "cluster": cluster,
-                     "reason": reasons.get(i, default_reason), "executes": device}
+                     "reason": reason_of(i, default_reason), "executes": device}
         if KEEP_DTYPE_ATTR in node.attr:
             entry["keep_dtype"] = True
-        result[node.name] = entry
+        result[names_of[i]] = entry
     return result
 
 
