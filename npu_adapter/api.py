@@ -281,7 +281,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         if "skipped" in result.info:
             skip_reason = result.info["skipped"]
             break
-    client_names = [n.name for n in work.node]
+    client_names = list(view.names) if view is not None and view.graph_def is work \
+        else [n.name for n in work.node]
     report_fetches = fetches or _sink_fetches(GraphView(work))[0]
     placement = None
     annotated_view = ctx.cached_view(annotated) if annotated is not final else None
