@@ -164,7 +164,8 @@ class _Signature:
 class _RunPlan:
     """How to run one fetch structure with one set of feed keys (the steady-state fast path)."""
 
-    __slots__ = ("mapper", "signature", "program", "feed_keys", "fed_names", "system_op")
+    __slots__ = ("mapper", "signature", "program", "feed_keys", "fed_names", "system_op",
+                 "mapped")
 
     def __init__(self, mapper, signature, program, feed_keys, fed_names, system_op=None):
         self.system_op = system_op      # "NPUInit" / "NPUShutdown" when the run executes one
@@ -173,6 +174,7 @@ class _RunPlan:
         self.program = program
         self.feed_keys = feed_keys      # user feed keys in feed_dict order (None: composite)
         self.fed_names = fed_names      # their tensor names, same order
+        self.mapped = (None, None)      # (Installed, its fetch list) of the last run
 
 
 def _inline_small_graphs(config):
@@ -527,17 +529,25 @@ class _NpuSessionMixin:
                                              for name, value in fed.items()})
             installed = self._npu_variant(signature, selection.variant)
         mapped_feeds = self._npu_map_feeds(plan, installed, feed_dict)
-        mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
-                  else installed.ops[e.name] for e in plan.mapper.unique_fetches()]
+        known, mapped = plan.mapped
+        if known is not installed:
+            mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
+                      else installed.ops[e.name] for e in plan.mapper.unique_fetches()]
+            plan.mapped = (installed, mapped)
         profiler = self._npu_profiler
         profiling = profiler is not None and profiler.settings() is not None
         if profiling:
             options, run_metadata = _traced(options, run_metadata)
-        with self._npu_inside():
+        tls = self._npu_tls  # _npu_inside() without a generator: this is the per-step path
+        outer = getattr(tls, "inner", False)
+        tls.inner = True
+        try:
             if len(mapped) == 1:  # TensorFlow's fetch mapper costs less for one element
                 values = [_BASE["run"](self, mapped[0], mapped_feeds, options, run_metadata)]
             else:
                 values = _BASE["run"](self, mapped, mapped_feeds, options, run_metadata)
+        finally:
+            tls.inner = outer
         if profiling:
             profiler.after_run(run_metadata, iterations=int(config.iterations_per_loop)
                                if signature.loop is not None else 1)
