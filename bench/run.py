@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m bench                          # everything (about 12 minutes on 2 cores)
+    python -m bench                          # everything (about 17 minutes on 2 cores)
     python -m bench --quick                  # tiny sizes and small models (well under a minute)
     python -m bench --only steady tiny       # some sections
     python -m bench --json out.json          # default: bench/results/latest.json
