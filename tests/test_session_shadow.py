@@ -246,3 +246,32 @@ def test_functions_enter_the_shadow_once_and_a_clash_is_refused():
     # A different body under a taken name is refused, as an import would refuse it.
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="AddConst"):
         shadow.add_functions(_function_library(2.0))
+
+
+def _tiny_step_nodes(min_graph_nodes=None):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [2, 2], name="x")
+        y = tf.tanh(tf.matmul(x, tf.constant(np.eye(2, dtype=np.float32))) + 1.0, name="y")
+    config = npu_config()
+    if min_graph_nodes is not None:
+        config.graph_options.rewrite_options.min_graph_nodes = min_graph_nodes
+    feed = {x: np.ones((2, 2), np.float32)}
+    with NpuSession(graph=graph, config=config) as sess:
+        sess.run(y, feed)
+        metadata = tf1.RunMetadata()
+        value = sess.run(y, feed, options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
+                         run_metadata=metadata)
+    with PlainSession(graph=graph) as sess:
+        assert value.tobytes() == sess.run(y, feed).tobytes()
+    return [n.node_name for d in metadata.step_stats.dev_stats for n in d.node_stats]
+
+
+def test_a_tiny_cluster_is_inlined_unless_the_user_chose_grapplers_minimum():
+    # The rewritten signature has fewer nodes than Grappler's default minimum: the session
+    # lowers that minimum so the cluster call is inlined (no function _Arg/_Retval nodes).
+    names = _tiny_step_nodes()
+    assert not any(n.endswith(("_RetVal", "_arg")) for n in names), names
+    # A minimum the user set is theirs: the call then runs as a function of its own.
+    names = _tiny_step_nodes(min_graph_nodes=100)
+    assert any(n.endswith("_RetVal") for n in names), names
