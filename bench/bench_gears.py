@@ -15,7 +15,6 @@ Calls alternate round by round (ABBA). The target compares ``gears`` with ``no g
 import gc
 
 import numpy as np
-import tensorflow as tf
 
 from bench.harness import (
     SectionResult,
@@ -25,6 +24,7 @@ from bench.harness import (
     interleave,
     make_row,
     npu_config_proto,
+    plain_session,
 )
 
 __all__ = ["NAME", "TITLE", "models_needed", "run", "GEAR_TARGET", "gear_options"]
@@ -66,8 +66,8 @@ def run(ctx):
         options = gear_options(spec)
         fetches = list(spec.fetches)
         sessions = {
-            "plain": tf.compat.v1.Session(graph=import_graph(spec.graph_def),
-                                          config=npu_config_proto()),
+            "plain": plain_session(graph=import_graph(spec.graph_def),
+                                   config=npu_config_proto()),
             "no gears": NpuSession(graph=import_graph(spec.graph_def), config=npu_config_proto()),
             "gears": NpuSession(graph=import_graph(spec.graph_def),
                                 config=npu_config_proto(options)),

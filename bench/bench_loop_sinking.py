@@ -104,6 +104,9 @@ def open_case(iterations_per_loop, npu):
 
 
 def _measure(ctx, steps, repeat, budget):
+    from npu_adapter.session import is_installed, uninstall
+
+    was_installed = is_installed()
     import npu_bridge  # noqa: F401  (the NPU session, as a training script imports it)
 
     cases, sessions = {}, []
@@ -124,6 +127,8 @@ def _measure(ctx, steps, repeat, budget):
     finally:
         for _, _, sess, _ in sessions:
             sess.close()
+        if not was_installed:
+            uninstall()  # later sections compare with TensorFlow's own sessions
 
 
 def run(ctx):

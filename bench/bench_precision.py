@@ -15,7 +15,6 @@ Calls alternate round by round (ABBA); ratios are medians of per-round ratios.
 import gc
 
 import numpy as np
-import tensorflow as tf
 
 from bench.harness import (
     SectionResult,
@@ -24,6 +23,7 @@ from bench.harness import (
     interleave,
     make_row,
     npu_config_proto,
+    plain_session,
 )
 
 __all__ = ["NAME", "TITLE", "models_needed", "run"]
@@ -64,8 +64,8 @@ def run(ctx):
                                    budget=budget, min_repeat=5, collect=False)
         info = rewrites["on"]().pass_info["precision"]
         sessions = {
-            "plain": tf.compat.v1.Session(graph=import_graph(spec.graph_def),
-                                          config=npu_config_proto()),
+            "plain": plain_session(graph=import_graph(spec.graph_def),
+                                   config=npu_config_proto()),
             "off": NpuSession(graph=import_graph(spec.graph_def), config=npu_config_proto(OFF)),
             "on": NpuSession(graph=import_graph(spec.graph_def), config=npu_config_proto(ON)),
         }

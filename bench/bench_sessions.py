@@ -20,6 +20,7 @@ from bench.harness import (
     import_graph,
     make_row,
     npu_config_proto,
+    plain_session,
     summarize,
 )
 
@@ -52,7 +53,6 @@ def _one_session(make_session, fetches, feeds):
 
 def run(ctx):
     """Time ``SESSIONS`` sessions per side and model."""
-    import tensorflow as tf
 
     from npu_adapter.session import NpuSession
 
@@ -65,7 +65,7 @@ def run(ctx):
         config = npu_config_proto()
         graphs = {"plain": import_graph(spec.graph_def), "npu": import_graph(spec.graph_def)}
         makers = {
-            "plain": lambda g=graphs["plain"], c=config: tf.compat.v1.Session(graph=g, config=c),
+            "plain": lambda g=graphs["plain"], c=config: plain_session(graph=g, config=c),
             "npu": lambda g=graphs["npu"], c=config: NpuSession(graph=g, config=c),
         }
         times = {"plain": [], "npu": []}

@@ -13,7 +13,6 @@ round (ABBA) until the time budget of the model is spent.
 import gc
 
 import numpy as np
-import tensorflow as tf
 
 from bench.harness import (
     SectionResult,
@@ -24,6 +23,7 @@ from bench.harness import (
     interleave,
     make_row,
     npu_config_proto,
+    plain_session,
 )
 
 __all__ = ["NAME", "TITLE", "models_needed", "run", "STEADY_TARGET", "open_sessions"]
@@ -63,7 +63,7 @@ def open_sessions(graph_def, fetches, feeds, init_op=None, options=None, npu_fir
 
     config = npu_config_proto(options)
     makers = {
-        "plain": lambda graph: tf.compat.v1.Session(graph=graph, config=config),
+        "plain": lambda graph: plain_session(graph=graph, config=config),
         "npu": lambda graph: NpuSession(graph=graph, config=config),
     }
     order = ["npu", "plain"] if npu_first else ["plain", "npu"]

@@ -15,7 +15,6 @@ import gc
 import time
 
 import numpy as np
-import tensorflow as tf
 
 from bench.harness import (
     SectionResult,
@@ -25,6 +24,7 @@ from bench.harness import (
     interleave,
     make_row,
     npu_config_proto,
+    plain_session,
 )
 
 __all__ = ["NAME", "TITLE", "models_needed", "run"]
@@ -71,7 +71,7 @@ def run(ctx):
         plain_config = npu_config_proto()
         xla_config = npu_config_proto({"npu_adapter_backend": "xla"})
         plain, plain_first, plain_out = _first_run(
-            lambda g=spec.graph_def, c=plain_config: tf.compat.v1.Session(
+            lambda g=spec.graph_def, c=plain_config: plain_session(
                 graph=import_graph(g), config=c),
             fetches, spec.feeds, spec.init_op)
         xla, xla_first, xla_out = _first_run(

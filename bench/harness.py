@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 from npu_adapter.errors import NpuConfigError
 
 __all__ = [
+    "plain_session",
     "REPO_ROOT",
     "SCHEMA",
     "ProcessResult",
@@ -304,6 +305,16 @@ def import_graph(graph_def):
     with graph.as_default():
         tf.compat.v1.import_graph_def(graph_def, name="")
     return graph
+
+
+def plain_session(**kwargs):
+    """TensorFlow's own ``tf.compat.v1.Session`` (``graph=``, ``config=``), whatever the process
+    did before: once a section imports ``npu_bridge`` (loop sinking does, as a training script
+    would), every ``tf.compat.v1.Session`` with an ``NpuOptimizer`` entry rewrites, and a
+    "plain" baseline built that way would be an NPU session too."""
+    from npu_adapter.session import plain_session_class
+
+    return plain_session_class()(**kwargs)
 
 
 def npu_config_proto(options: Optional[Mapping] = None):
