@@ -239,10 +239,9 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         hit = rewrite_cache.MEMORY.get(cache_key)
         # Only backends whose rewritten graphs hold nothing process-bound share them on disk
         # (the CANN lowering registers a callback token per cluster in this process).
-        disk = rewrite_cache.disk_cache(npu_config) \
-            if getattr(backend_obj, "portable_rewrites", False) else None
-        if hit is None and disk is not None:
-            hit = disk.get(cache_key)
+        if hit is None and getattr(backend_obj, "portable_rewrites", False):
+            disk = rewrite_cache.disk_cache(npu_config)
+            hit = disk.get(cache_key) if disk is not None else None
             if hit is not None:
                 rewrite_cache.MEMORY.put(cache_key, *hit)
         if hit is not None:

@@ -377,37 +377,30 @@ def _cluster_reachability(cycles, reps):
     rank = cycles.rank
     alive = [v for v, a in enumerate(cycles.alive) if a]
     alive.sort(key=rank.__getitem__)
+    into = _reach_sweep(alive, cycles.inn, reps, len(rank))
+    # The transposed relation by the same sweep backwards over successors (one pass over the
+    # vertices instead of one step per pair of related clusters).
+    out_of = _reach_sweep(alive[::-1], cycles.out, reps, len(rank))
+    return into, out_of
+
+
+def _reach_sweep(order, neighbours, reps, size):
+    """Per cluster, the bitset of clusters reaching it along ``neighbours`` (predecessors when
+    ``order`` is topological, successors when it is reversed)."""
     # Per vertex, the clusters that reach it (``reach``) and the same plus its own bit
-    # (``passed_on``: what its successors inherit from it); lists indexed by vertex id.
-    reach = [0] * len(rank)
-    passed_on = [0] * len(rank)
+    # (``passed_on``: what the next vertices inherit from it); lists indexed by vertex id.
+    reach = [0] * size
+    passed_on = [0] * size
     for k, rep in enumerate(reps):
         passed_on[rep] = 1 << k
-    inn = cycles.inn
-    for v in alive:
+    for v in order:
         r = 0
-        for p in inn[v]:
+        for p in neighbours[v]:
             r |= passed_on[p]
         if r:
             reach[v] = r
             passed_on[v] |= r
-    into = [reach[rep] for rep in reps]
-    # The transposed relation by the same sweep backwards over successors (one pass over the
-    # vertices instead of one step per pair of related clusters).
-    reach = [0] * len(rank)
-    passed_on = [0] * len(rank)
-    for k, rep in enumerate(reps):
-        passed_on[rep] = 1 << k
-    out = cycles.out
-    for v in reversed(alive):
-        r = 0
-        for s in out[v]:
-            r |= passed_on[s]
-        if r:
-            reach[v] = r
-            passed_on[v] |= r
-    out_of = [reach[rep] for rep in reps]
-    return into, out_of
+    return [reach[rep] for rep in reps]
 
 
 def _scope_labels(view):

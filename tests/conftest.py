@@ -70,6 +70,26 @@ def cann_fakes(tmp_path, monkeypatch):
         acl.fake.reset()
 
 
+@pytest.fixture
+def counted_passes(monkeypatch):
+    """A list that grows by one per pass-pipeline run; the in-memory rewrite cache starts and
+    ends empty."""
+    from npu_adapter.pipeline import rewrite_cache
+    from npu_adapter.pipeline.manager import PassManager
+
+    runs = []
+    real_run = PassManager.run
+
+    def counting_run(self, graph_def, ctx=None):
+        runs.append(1)
+        return real_run(self, graph_def, ctx)
+
+    monkeypatch.setattr(PassManager, "run", counting_run)
+    rewrite_cache.MEMORY.clear()
+    yield runs
+    rewrite_cache.MEMORY.clear()
+
+
 @pytest.fixture(autouse=True)
 def _eager_mode_stays_on(request):
     """A test that turns eager execution off (``npu_bridge.npu_init`` does on import, as the

@@ -15,7 +15,6 @@ import npu_adapter
 from npu_adapter.api import as_npu_config
 from npu_adapter.backends.compile_cache import CompileCacheDirError, CompileCacheWarning
 from npu_adapter.pipeline import rewrite_cache
-from npu_adapter.pipeline.manager import PassManager
 
 tf1 = tf.compat.v1
 
@@ -35,21 +34,6 @@ def _graph_def(seed=0):
 def _rewrite(graph_def, options):
     return npu_adapter.rewrite(graph_def, options, fetches=["probs:0", "text:0"], feeds=["x:0"],
                                use_cache=True)
-
-
-@pytest.fixture
-def counted_passes(monkeypatch):
-    runs = []
-    real_run = PassManager.run
-
-    def counting_run(self, graph_def, ctx=None):
-        runs.append(1)
-        return real_run(self, graph_def, ctx)
-
-    monkeypatch.setattr(PassManager, "run", counting_run)
-    rewrite_cache.MEMORY.clear()
-    yield runs
-    rewrite_cache.MEMORY.clear()
 
 
 def _same(a, b):

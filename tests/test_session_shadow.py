@@ -183,19 +183,10 @@ def test_callable_from_options_maps_user_names():
         np.testing.assert_array_equal(call(np.array([1.0, -1.0], np.float32))[0], [3.0, 0.0])
 
 
-def test_a_fresh_graph_with_the_same_content_reuses_the_rewrite(monkeypatch):
+def test_a_fresh_graph_with_the_same_content_reuses_the_rewrite(counted_passes):
     from npu_adapter.pipeline import rewrite_cache
-    from npu_adapter.pipeline.manager import PassManager
 
-    runs = []
-    real_run = PassManager.run
-
-    def counting_run(self, graph_def, ctx=None):
-        runs.append(1)
-        return real_run(self, graph_def, ctx)
-
-    monkeypatch.setattr(PassManager, "run", counting_run)
-    rewrite_cache.MEMORY.clear()
+    runs = counted_passes
     rs = np.random.RandomState(0)
     feed = rs.randn(2, 1024).astype(np.float32)
     outputs = []
