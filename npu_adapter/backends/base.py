@@ -48,6 +48,11 @@ class Backend(abc.ABC):
     # tokens, handles or registrations), so another process may take it from the disk rewrite
     # cache. False (the safe default) keeps this backend's rewrites in the process.
     portable_rewrites = False
+    # True when the backend's runtime keeps no per-session record of what TensorFlow's session
+    # holds, so a closed NpuSession's TensorFlow session may serve the next NpuSession on the same
+    # graph (see session/reuse.py). The XLA runtime counts the executables of its session; the
+    # CANN runtime's graphs call back into it.
+    reuses_tf_sessions = False
 
     def op_support(self, config):
         """The op-support list for this backend under ``config``.

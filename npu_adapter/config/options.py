@@ -452,6 +452,10 @@ _SPECS = [
     _opt(OUR_PREFIX + "cache_dir", "s", "", "npu_adapter",
          "existing directory where rewrites are cached for other processes ('' = "
          "graph_compiler_cache_dir when set, else no disk cache)", ours=True, stamped=False),
+    _opt(OUR_PREFIX + "reuse_sessions", "b", True, "npu_adapter",
+         "keep a closed session's TensorFlow session for the next session on the same graph "
+         "and options when what it ran keeps no state between runs (false: close it, freeing "
+         "its memory, as TensorFlow does)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "isolate_clusters", "b", False, "npu_adapter",
          "CPU reference: never inline cluster functions (keeps the device boundary at run time; "
          "numbers may then differ from plain TF by rounding)", ours=True, stamped=False),

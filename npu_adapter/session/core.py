@@ -37,6 +37,7 @@ from npu_adapter.collector import collector_paused
 from npu_adapter.errors import RewriteError
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
 from npu_adapter.session.loop import install_loop, loop_target
+from npu_adapter.session.reuse import release_handle
 from npu_adapter.session.shadow import ShadowGraph
 from npu_adapter.vocabulary import NPU_SYSTEM_OP_ATTR
 
@@ -206,6 +207,7 @@ class _NpuSessionMixin:
         """``BaseSession.__init__`` of every session while :func:`~npu_adapter.session.install`
         is in effect: parse the options, then open TensorFlow's session on the right graph."""
         _BASE["__init__"](self, *self._npu_session_args(target, graph, config))
+        self._npu_adopt_idle_session()
 
     def _npu_session_args(self, target, graph, config):
         """``(target, graph, config)`` for TensorFlow's session: options parsed and checked
@@ -244,6 +246,8 @@ class _NpuSessionMixin:
         self._npu_signatures = {}   # this session's signature keys -> _Signature
         self._npu_programs = {}     # id(_Signature) -> Program (this session's runtime)
         self._npu_rewrites = 0
+        self._npu_reusable = True   # False once a callable or partial run lives in TF's session
+        self._npu_adoption_done = False
         self._npu_initialised = True
         if self._npu_force_plain:
             self._npu_enabled = False
@@ -353,15 +357,56 @@ class _NpuSessionMixin:
         return signature.result
 
     def close(self):
-        """Close the TensorFlow session, release the backend runtime, finish the dump and the
+        """Close the TensorFlow session (or keep it idle for the next session on the graph, see
+        :mod:`npu_adapter.session.reuse`), release the backend runtime, finish the dump and the
         profile."""
         try:
-            _BASE["close"](self)
+            if not self._npu_keep_idle():
+                _BASE["close"](self)
         finally:
-            for name in ("_npu_runtime", "_npu_dump", "_npu_profiler"):
-                part = self.__dict__.get(name)
-                if part is not None:
-                    part.close()
+            self._npu_close_parts()
+
+    def _npu_close_parts(self):
+        for name in ("_npu_runtime", "_npu_dump", "_npu_profiler"):
+            part = self.__dict__.get(name)
+            if part is not None:
+                part.close()  # idempotent
+
+    # ------------------------------------------------------------------ session reuse
+    def _npu_reuse_key(self):
+        """The key of this session's TensorFlow session among the shadow's idle ones, or None
+        when it may not be shared (see :mod:`npu_adapter.session.reuse`)."""
+        if not self._npu_enabled or not self._npu_backend.reuses_tf_sessions \
+                or not self._npu_config.npu_adapter_reuse_sessions:
+            return None
+        if self._npu_dump is not None or self.__dict__.get("_target") != b"":
+            return None
+        return self._target, self._config.SerializeToString(deterministic=True)
+
+    def _npu_adopt_idle_session(self):
+        """Run on the shadow's idle TensorFlow session for these options, when there is one,
+        instead of the one just opened (its signatures are prepared already)."""
+        if self.__dict__.get("_npu_adoption_done", True):
+            return  # not a rewriting session, or done (NpuSession under install() comes twice)
+        self._npu_adoption_done = True
+        key = self._npu_reuse_key()
+        handle = self._npu_shadow.reuse.take(key) if key is not None else None
+        if handle is not None:
+            fresh, self._session = self._session, handle
+            release_handle(fresh)
+
+    def _npu_keep_idle(self):
+        """Hand TensorFlow's session to the shadow's idle sessions instead of closing it, when
+        nothing in it outlives this session. True when it was handed over."""
+        if self._closed or not self._session or not self.__dict__.get("_npu_reusable"):
+            return False
+        key = self._npu_reuse_key()
+        if key is None or self._npu_shadow.stateful_op() is not None:
+            return False
+        self._closed = True
+        handle, self._session = self._session, None
+        self._npu_shadow.reuse.give(key, handle)
+        return True
 
     # ------------------------------------------------------------------ signatures
     def _npu_names(self, elements, feed_keys):
@@ -640,6 +685,7 @@ class _NpuSessionMixin:
         installed = self._npu_signature(elements, []).base
         mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
                   else installed.ops[e.name] for e in elements]
+        self._npu_reusable = False  # TensorFlow keeps the callable until its session closes
         with self._npu_inside():
             inner = _BASE["make_callable"](self, mapped, None, accept_options)
 
@@ -666,6 +712,7 @@ class _NpuSessionMixin:
         options.target.extend(installed.ops[o.name].name for o in targets)
         options.feed.extend(installed.feeds[graph.get_tensor_by_name(name).name].name
                             for name in callable_options.feed)
+        self._npu_reusable = False
         with self._npu_inside():
             return _BASE["_make_callable_from_options"](self, options)
 
@@ -683,6 +730,7 @@ class _NpuSessionMixin:
         graph = self._npu_user_graph
         mapped_feeds = [installed.feeds[graph.as_graph_element(
             k, allow_tensor=True, allow_operation=False).name] for k in feed_keys]
+        self._npu_reusable = False  # an unfinished partial run lives in TensorFlow's session
         with self._npu_inside():
             handle = _BASE["partial_run_setup"](self, mapped, mapped_feeds)
         with self._npu_lock:
@@ -716,6 +764,7 @@ class NpuSession(_NpuSessionMixin, ORIGINAL_CLASSES["Session"]):
 
     def __init__(self, target="", graph=None, config=None):
         super().__init__(*self._npu_session_args(target, graph, config))
+        self._npu_adopt_idle_session()
 
 
 class PlainSession(ORIGINAL_CLASSES["Session"]):
@@ -730,3 +779,12 @@ class NpuInteractiveSession(_NpuSessionMixin, ORIGINAL_CLASSES["InteractiveSessi
 
     def __init__(self, target="", graph=None, config=None):
         super().__init__(*self._npu_session_args(target, graph, config))
+        self._npu_adopt_idle_session()
+
+    def close(self):
+        """As :meth:`NpuSession.close`, then TensorFlow's ``InteractiveSession.close`` (it
+        leaves the default session and graph; the TensorFlow session is closed already)."""
+        try:
+            _NpuSessionMixin.close(self)
+        finally:
+            ORIGINAL_CLASSES["InteractiveSession"].close(self)

@@ -27,6 +27,7 @@ from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.forwarding import bypass_argument_identities
 from npu_adapter.graph.names import parse_input
 from npu_adapter.graph.splice import detach_foreign_colocation
+from npu_adapter.session.reuse import SessionReuse
 
 __all__ = ["ShadowGraph", "Installed", "note_graph_changed"]
 
@@ -88,6 +89,7 @@ class ShadowGraph:
         self.signatures = {}    # shared installed signatures (see session.core)
         self._functions = {}    # function name -> the FunctionDef the shadow holds
         self._graph_def = None  # (user graph version, generation, GraphDef, {name: NodeDef})
+        self.reuse = SessionReuse(self)  # idle TensorFlow sessions on this shadow
 
     @classmethod
     def for_graph(cls, user_graph):
@@ -235,6 +237,13 @@ class ShadowGraph:
         return Installed({k: tensor(v) for k, v in fetches.items()},
                          {k: op(v) for k, v in targets.items()},
                          {k: tensor(v) for k, v in feeds.items()})
+
+    def stateful_op(self):
+        """An op type of the shadow (its functions included) that keeps state across runs, or
+        None: then a TensorFlow session that ran it holds nothing a fresh one would not (see
+        :mod:`npu_adapter.session.reuse`)."""
+        with self.lock:
+            return self.reuse.stateful_op(self.graph, self._functions)
 
     def add_functions(self, library):
         """Add the functions of ``library`` the shadow does not hold yet, each exactly once.

@@ -134,6 +134,9 @@ class XlaBackend(CpuReferenceBackend):
 
     name = "xla"
     runtime_class = "npu_adapter.backends.xla.runtime:XlaRuntime"
+    # The runtime counts the executables its TensorFlow session compiled: an adopted session
+    # would hold executables its counts do not know.
+    reuses_tf_sessions = False
 
     def lower(self, graph_def, clusters, ctx):
         config = ctx.get_config() if ctx is not None else None

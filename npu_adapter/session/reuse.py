@@ -1,0 +1,151 @@
+"""TensorFlow sessions kept for the next NpuSession on the same graph (a session per request).
+
+Online-inference scripts written for Ascend often open a session per request or per image,
+run the model once and close it. Every new ``tf.compat.v1.Session`` prepares each signature
+again at its first run: Grappler (function inlining, constant folding), placement, executors.
+For a frozen model that is most of what such a session costs, and a rewritten signature costs
+more than the plain one (Grappler inlines and folds the cluster function's body too).
+
+When an NpuSession closes and the shadow graph it ran holds no op that keeps state from one
+run to the next (variables, queues, iterators, tables, random generators, session handles:
+every op TensorFlow registers as stateful, but for the few listed in ``_NO_STATE_ACROSS_RUNS``),
+TensorFlow's session holds nothing a later run could tell apart from a fresh session's: its
+executors and folded constants are derived from the graph alone. Such a session is kept idle on
+the shadow, one per target and ``ConfigProto``, and the next NpuSession on the same graph with
+the same options adopts it with its signatures ready. Its values are those of a fresh session;
+``close`` still ends the user's session (a later ``run`` raises as TensorFlow's does); the idle
+session is released with the graph (``tf.compat.v1.reset_default_graph()`` releases the
+default graph's).
+
+Not kept: a session with ``npu_adapter_reuse_sessions`` false; a session whose graph has a
+stateful op when it closes (the graph only grows, so its ops are all that could have run); a
+session that made a callable or started a partial run (TensorFlow keeps those in the session
+until it closes); a dumping session (its graphs call its own dump); a remote target; sessions of
+a backend whose runtime keeps per-session records of what TensorFlow's session holds
+(``Backend.reuses_tf_sessions``).
+"""
+
+import contextlib
+import threading
+import weakref
+
+from tensorflow.python.client import pywrap_tf_session as tf_session
+from tensorflow.python.framework import op_def_registry
+
+__all__ = ["SessionReuse", "release_handle", "stateful_op_type"]
+
+# Registered as stateful (so Grappler neither folds nor prunes them), but nothing survives a run:
+# the call and control-flow ops are judged by their bodies, which the scan reads too.
+_NO_STATE_ACROSS_RUNS = frozenset({
+    "Assert", "Print", "PrintV2", "NoOp", "PartitionedCall", "StatefulPartitionedCall",
+    "If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
+})
+
+
+def _called_functions(node_def):
+    """Names of the functions a node's attributes refer to (call and control-flow bodies)."""
+    for value in node_def.attr.values():
+        if value.HasField("func"):
+            yield value.func.name
+        elif value.HasField("list"):
+            yield from (f.name for f in value.list.func)
+
+
+def stateful_op_type(op_types, function_names=(), called=()):
+    """The first of ``op_types`` (sorted) that keeps state across runs, or None.
+
+    A type that names a function (``function_names``) is a call, judged by its body; a type
+    TensorFlow does not know, or a call of a function whose body was not scanned (``called``
+    outside ``function_names``), counts as stateful: nothing is known about it."""
+    unknown = sorted(set(called) - set(function_names))
+    if unknown:
+        return unknown[0]
+    for op_type in sorted(op_types):
+        if op_type in _NO_STATE_ACROSS_RUNS or op_type in function_names:
+            continue
+        op_def = op_def_registry.get(op_type)
+        if op_def is None or op_def.is_stateful:
+            return op_type
+    return None
+
+
+def release_handle(handle):
+    """Close and delete a TensorFlow session's C handle."""
+    try:
+        tf_session.TF_CloseSession(handle)
+    finally:
+        tf_session.TF_DeleteSession(handle)
+
+
+def _release_all(idle):
+    """Finaliser of a shadow: release its idle sessions (``idle`` is the dict, not the pool)."""
+    handles = list(idle.values())
+    idle.clear()
+    for handle in handles:
+        with contextlib.suppress(Exception):  # a finaliser must not raise
+            release_handle(handle)
+
+
+class SessionReuse:
+    """The idle TensorFlow sessions of one shadow graph (see the module docstring).
+
+    Args:
+        owner: the shadow graph; the idle sessions are released when it is collected.
+    """
+
+    def __init__(self, owner):
+        self._lock = threading.Lock()
+        self._idle = {}               # (target, serialized ConfigProto) -> C session handle
+        self._ops_seen = 0            # shadow ops scanned so far (a graph only grows)
+        self._functions_seen = set()  # shadow functions scanned so far
+        self._op_types = set()
+        self._function_names = set()
+        self._called = set()
+        self._stateful = None         # the first stateful op type found, for good
+        self.adopted = 0              # sessions that took an idle session
+        finaliser = weakref.finalize(owner, _release_all, self._idle)
+        finaliser.atexit = False      # at exit the process frees them; TensorFlow may be gone
+
+    def stateful_op(self, graph, functions):
+        """The op type of ``graph`` (the shadow) or of its ``functions`` (name → FunctionDef)
+        that keeps state across runs, or None. Scans only what was added since the last call."""
+        with self._lock:
+            if self._stateful is not None:
+                return self._stateful
+            ops = graph.get_operations()
+            for op in ops[self._ops_seen:]:
+                self._op_types.add(op.type)
+                if op.type in _NO_STATE_ACROSS_RUNS:
+                    self._called.update(_called_functions(op.node_def))
+            self._ops_seen = len(ops)
+            for name, fdef in list(functions.items()):
+                if name not in self._functions_seen:
+                    self._functions_seen.add(name)
+                    self._function_names.add(name)
+                    for node in fdef.node_def:
+                        self._op_types.add(node.op)
+                        self._called.update(_called_functions(node))
+            self._stateful = stateful_op_type(self._op_types, self._function_names,
+                                              self._called)
+            return self._stateful
+
+    def take(self, key):
+        """The idle session kept under ``key`` (it is no longer idle), or None."""
+        with self._lock:
+            handle = self._idle.pop(key, None)
+            self.adopted += handle is not None
+            return handle
+
+    def give(self, key, handle):
+        """Keep ``handle`` idle under ``key``; when one is kept there already, release
+        ``handle`` instead (one idle session per key bounds the memory kept)."""
+        with self._lock:
+            if key not in self._idle:
+                self._idle[key] = handle
+                return
+        release_handle(handle)
+
+    def idle_count(self):
+        """How many sessions are idle."""
+        with self._lock:
+            return len(self._idle)
