@@ -8,6 +8,12 @@ of the frozen GraphDef) open ``SESSIONS`` sessions in turn, alternating side by 
 each one from creation through ``close``. Rows: the second session (the first pays one-time
 costs such as the rewrite) and the median of sessions 2..N, each against plain; plus whether
 session N costs what session 2 does (a session must leave nothing behind that slows the next).
+
+A closed NpuSession's TensorFlow session serves the next one on a graph without state (see
+``npu_adapter/session/reuse.py``), so a session per request skips TensorFlow's preparation of the
+graph, which plain sessions pay every time. The ``reuse off`` side
+(``npu_adapter_reuse_sessions=false``, on MobileNetV2) shows what a session costs without it:
+the rewrite still comes from the cache, TensorFlow prepares the rewritten graph again.
 """
 
 import gc
@@ -31,6 +37,7 @@ TITLE = "New session per request on one graph (create, run once, close) vs plain
 
 FULL_MODELS = ("mobilenet_v2", "resnet50")
 QUICK_MODELS = ("small_mlp",)
+REUSE_OFF_MODELS = ("mobilenet_v2", "small_mlp")  # the third side, reuse off
 SESSIONS = 20
 
 PER_SESSION_TARGET = Target("<= 1.1x", "ratio", 1.1)
@@ -68,10 +75,14 @@ def run(ctx):
             "plain": lambda g=graphs["plain"], c=config: plain_session(graph=g, config=c),
             "npu": lambda g=graphs["npu"], c=config: NpuSession(graph=g, config=c),
         }
-        times = {"plain": [], "npu": []}
+        if name in REUSE_OFF_MODELS:
+            graphs["reuse_off"] = import_graph(spec.graph_def)
+            makers["reuse_off"] = lambda g=graphs["reuse_off"], c=npu_config_proto(
+                {"npu_adapter_reuse_sessions": False}): NpuSession(graph=g, config=c)
+        times = {side: [] for side in makers}
         nodes_before = len(graphs["npu"].as_graph_def().node)
         for k in range(sessions):
-            order = ("npu", "plain") if k % 2 else ("plain", "npu")
+            order = sorted(makers, reverse=bool(k % 2))
             for side in order:
                 gc.collect()
                 times[side].append(_one_session(makers[side], fetches, spec.feeds))
@@ -92,6 +103,9 @@ def run(ctx):
                              target=PER_SESSION_TARGET, details=row_details))
         rows.append(make_row(name, "second session (n=1)", "ms", second["npu"],
                              baseline=second["plain"]))
+        if "reuse_off" in later:
+            rows.append(make_row(name, f"session 2..{sessions}, npu_adapter_reuse_sessions off",
+                                 "ms", later["reuse_off"], baseline=later["plain"]))
         ctx.log(f"sessions {name}: npu {later['npu'].median:.1f} ms vs plain "
                 f"{later['plain'].median:.1f} ms per session; late/early {growth:.2f}; user graph "
                 f"{nodes_before} -> {nodes_after} nodes")
