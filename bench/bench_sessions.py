@@ -77,8 +77,9 @@ def run(ctx):
         }
         if name in REUSE_OFF_MODELS:
             graphs["reuse_off"] = import_graph(spec.graph_def)
-            makers["reuse_off"] = lambda g=graphs["reuse_off"], c=npu_config_proto(
-                {"npu_adapter_reuse_sessions": False}): NpuSession(graph=g, config=c)
+            off = npu_config_proto({"npu_adapter_reuse_sessions": False})
+            makers["reuse_off"] = lambda g=graphs["reuse_off"], c=off: NpuSession(graph=g,
+                                                                                 config=c)
         times = {side: [] for side in makers}
         nodes_before = len(graphs["npu"].as_graph_def().node)
         for k in range(sessions):

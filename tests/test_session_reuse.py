@@ -10,7 +10,13 @@ import tensorflow as tf
 
 import npu_adapter
 from npu_adapter.config import NpuConfig
-from npu_adapter.session import NpuInteractiveSession, NpuSession, plain_session_class, reuse
+from npu_adapter.session import (
+    NpuInteractiveSession,
+    NpuSession,
+    core,
+    plain_session_class,
+    reuse,
+)
 from npu_adapter.session.shadow import ShadowGraph
 
 tf1 = tf.compat.v1
@@ -222,3 +228,38 @@ def test_stateful_op_type_reads_types_calls_and_bodies():
     # a call of a function whose body was not read counts as stateful
     assert reuse.stateful_op_type({"StatefulPartitionedCall"}, {"f"}, {"f", "g"}) == "g"
     assert reuse.stateful_op_type({"f"}, {"f"}, {"f"}) is None
+
+
+@pytest.mark.parametrize("session_class", [PlainSession, NpuSession])
+def test_a_closed_session_behaves_as_tensorflows_closed_session(session_class):
+    graph, x, y = frozen_graph()
+    for _ in range(2):  # the second NpuSession adopts, and hands the handle back again
+        sess = session_class(graph=graph, config=npu_config())
+        sess.run(y, {x: feed_value()})
+        sess.close()
+        with pytest.raises(RuntimeError, match="closed Session"):
+            sess.run(y, {x: feed_value()})
+        with pytest.raises(tf.errors.CancelledError, match="closed"):
+            sess.list_devices()
+        with pytest.raises(tf.errors.CancelledError, match="closed"):
+            sess.make_callable(y)()
+
+
+def test_an_adopting_session_closed_for_good_releases_both_handles(monkeypatch):
+    graph, x, y = frozen_graph()
+    with graph.as_default():
+        total = tf.reduce_sum(tf.constant([1.0, 2.0]), name="total")
+    config = npu_config()
+    with NpuSession(graph=graph, config=config) as sess:
+        sess.run(y, {x: feed_value()})
+    released = []
+    original = reuse.release_handle
+    monkeypatch.setattr(reuse, "release_handle",
+                        lambda handle: (released.append(handle), original(handle)))
+    monkeypatch.setattr(core, "release_handle", reuse.release_handle)
+    sess = NpuSession(graph=graph, config=config)
+    stand_in = sess._npu_stand_in
+    assert sess.make_callable(total)() == 3.0  # keeps the session out of reuse
+    sess.close()
+    assert released == [stand_in]  # the adopted handle is closed by TensorFlow's close
+    assert sess._closed and reuse_of(graph).idle_count() == 0

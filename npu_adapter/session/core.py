@@ -31,13 +31,14 @@ import threading
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.client import pywrap_tf_session as tf_session
 
 from npu_adapter import distributed
 from npu_adapter.collector import collector_paused
 from npu_adapter.errors import RewriteError
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
 from npu_adapter.session.loop import install_loop, loop_target
-from npu_adapter.session.reuse import release_handle
+from npu_adapter.session.reuse import closed_handle, release_handle
 from npu_adapter.session.shadow import ShadowGraph
 from npu_adapter.vocabulary import NPU_SYSTEM_OP_ATTR
 
@@ -364,6 +365,9 @@ class _NpuSessionMixin:
             if not self._npu_keep_idle():
                 _BASE["close"](self)
         finally:
+            stand_in = self.__dict__.pop("_npu_stand_in", None)
+            if stand_in is not None:  # an adopted session closed for good
+                release_handle(stand_in)
             self._npu_close_parts()
 
     def _npu_close_parts(self):
@@ -392,8 +396,8 @@ class _NpuSessionMixin:
         key = self._npu_reuse_key()
         handle = self._npu_shadow.reuse.take(key) if key is not None else None
         if handle is not None:
-            fresh, self._session = self._session, handle
-            release_handle(fresh)
+            # The handle TensorFlow just opened is kept for close() (see _npu_keep_idle).
+            self._npu_stand_in, self._session = self._session, handle
 
     def _npu_keep_idle(self):
         """Hand TensorFlow's session to the shadow's idle sessions instead of closing it, when
@@ -403,8 +407,13 @@ class _NpuSessionMixin:
         key = self._npu_reuse_key()
         if key is None or self._npu_shadow.stateful_op() is not None:
             return False
+        stand_in = self.__dict__.pop("_npu_stand_in", None)
+        if stand_in is None:
+            stand_in = closed_handle(self._graph, self._target, self._config)
+        else:
+            tf_session.TF_CloseSession(stand_in)
         self._closed = True
-        handle, self._session = self._session, None
+        handle, self._session = self._session, stand_in  # BaseSession.__del__ deletes it
         self._npu_shadow.reuse.give(key, handle)
         return True
 
