@@ -24,6 +24,9 @@ around ``Session.run``:
    and handed to its :class:`~npu_adapter.profiling.SessionProfiler`. A run of ``NPUInit`` makes
    its session's dump and profiling options those of the process until ``NPUShutdown``
    (:mod:`npu_adapter.system_options`).
+6. ``close`` keeps TensorFlow's session for the next NpuSession on the graph when nothing in it
+   keeps state between runs (:mod:`npu_adapter.session.reuse`): a session per request then
+   skips TensorFlow's preparation of the graph.
 """
 
 import contextlib
