@@ -255,7 +255,8 @@ def test_an_adopting_session_closed_for_good_releases_both_handles(monkeypatch):
     released = []
     original = reuse.release_handle
     monkeypatch.setattr(reuse, "release_handle",
-                        lambda handle: (released.append(handle), original(handle)))
+                        lambda handle, closed=False: (released.append(handle),
+                                                      original(handle, closed)))
     monkeypatch.setattr(core, "release_handle", reuse.release_handle)
     sess = NpuSession(graph=graph, config=config)
     stand_in = sess._npu_stand_in
@@ -263,3 +264,18 @@ def test_an_adopting_session_closed_for_good_releases_both_handles(monkeypatch):
     sess.close()
     assert released == [stand_in]  # the adopted handle is closed by TensorFlow's close
     assert sess._closed and reuse_of(graph).idle_count() == 0
+
+
+def test_a_random_op_inside_a_loop_body_keeps_the_session_out():
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(5)
+        _, total = tf.while_loop(lambda i, acc: i < 3,
+                                 lambda i, acc: (i + 1, acc + tf.random.uniform([2])),
+                                 (tf.constant(0), tf.zeros([2])))
+    values = []
+    for _ in range(2):
+        with NpuSession(graph=graph, config=npu_config()) as sess:
+            values.append(sess.run(total))
+    np.testing.assert_array_equal(values[0], values[1])  # each session restarts the sequence
+    assert reuse_of(graph).adopted == 0

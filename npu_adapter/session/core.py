@@ -370,7 +370,7 @@ class _NpuSessionMixin:
         finally:
             stand_in = self.__dict__.pop("_npu_stand_in", None)
             if stand_in is not None:  # an adopted session closed for good
-                release_handle(stand_in)
+                release_handle(stand_in, closed=True)
             self._npu_close_parts()
 
     def _npu_close_parts(self):
@@ -399,8 +399,10 @@ class _NpuSessionMixin:
         key = self._npu_reuse_key()
         handle = self._npu_shadow.reuse.take(key) if key is not None else None
         if handle is not None:
-            # The handle TensorFlow just opened is kept for close() (see _npu_keep_idle).
+            # The handle TensorFlow just opened is closed and kept for close() (see
+            # _npu_keep_idle), where it stands in for the handle handed back.
             self._npu_stand_in, self._session = self._session, handle
+            tf_session.TF_CloseSession(self._npu_stand_in)
 
     def _npu_keep_idle(self):
         """Hand TensorFlow's session to the shadow's idle sessions instead of closing it, when
@@ -413,8 +415,6 @@ class _NpuSessionMixin:
         stand_in = self.__dict__.pop("_npu_stand_in", None)
         if stand_in is None:
             stand_in = closed_handle(self._graph, self._target, self._config)
-        else:
-            tf_session.TF_CloseSession(stand_in)
         self._closed = True
         handle, self._session = self._session, stand_in  # BaseSession.__del__ deletes it
         self._npu_shadow.reuse.give(key, handle)

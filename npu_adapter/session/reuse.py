@@ -26,6 +26,7 @@ a backend whose runtime keeps per-session records of what TensorFlow's session h
 """
 
 import contextlib
+import functools
 import threading
 import weakref
 
@@ -40,6 +41,14 @@ _NO_STATE_ACROSS_RUNS = frozenset({
     "Assert", "Print", "PrintV2", "NoOp", "PartitionedCall", "StatefulPartitionedCall",
     "If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
 })
+
+
+@functools.cache
+def _takes_functions(op_type):
+    """True when ``op_type`` has a function-valued attribute (a call, control flow, a dataset
+    op): its node's functions must be read too."""
+    op_def = op_def_registry.get(op_type)
+    return op_def is not None and any(a.type in ("func", "list(func)") for a in op_def.attr)
 
 
 def _called_functions(node_def):
@@ -84,10 +93,12 @@ def closed_handle(graph, target, config):
     return handle
 
 
-def release_handle(handle):
-    """Close and delete a TensorFlow session's C handle."""
+def release_handle(handle, closed=False):
+    """Close (unless ``closed``: TensorFlow refuses to close a session twice) and delete a
+    TensorFlow session's C handle."""
     try:
-        tf_session.TF_CloseSession(handle)
+        if not closed:
+            tf_session.TF_CloseSession(handle)
     finally:
         tf_session.TF_DeleteSession(handle)
 
@@ -130,7 +141,7 @@ class SessionReuse:
             ops = graph.get_operations()
             for op in ops[self._ops_seen:]:
                 self._op_types.add(op.type)
-                if op.type in _NO_STATE_ACROSS_RUNS:
+                if _takes_functions(op.type):  # node_def of a Const would copy its weights
                     self._called.update(_called_functions(op.node_def))
             self._ops_seen = len(ops)
             for name, fdef in list(functions.items()):
