@@ -26,12 +26,12 @@ a backend whose runtime keeps per-session records of what TensorFlow's session h
 """
 
 import contextlib
-import functools
 import threading
 import weakref
 
 from tensorflow.python.client import pywrap_tf_session as tf_session
-from tensorflow.python.framework import op_def_registry
+
+from npu_adapter.graph.types import may_reference_functions, op_def_for
 
 __all__ = ["SessionReuse", "closed_handle", "release_handle", "stateful_op_type"]
 
@@ -41,14 +41,6 @@ _NO_STATE_ACROSS_RUNS = frozenset({
     "Assert", "Print", "PrintV2", "NoOp", "PartitionedCall", "StatefulPartitionedCall",
     "If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
 })
-
-
-@functools.cache
-def _takes_functions(op_type):
-    """True when ``op_type`` has a function-valued attribute (a call, control flow, a dataset
-    op): its node's functions must be read too."""
-    op_def = op_def_registry.get(op_type)
-    return op_def is not None and any(a.type in ("func", "list(func)") for a in op_def.attr)
 
 
 def _called_functions(node_def):
@@ -72,7 +64,7 @@ def stateful_op_type(op_types, function_names=(), called=()):
     for op_type in sorted(op_types):
         if op_type in _NO_STATE_ACROSS_RUNS or op_type in function_names:
             continue
-        op_def = op_def_registry.get(op_type)
+        op_def = op_def_for(op_type)
         if op_def is None or op_def.is_stateful:
             return op_type
     return None
@@ -141,7 +133,7 @@ class SessionReuse:
             ops = graph.get_operations()
             for op in ops[self._ops_seen:]:
                 self._op_types.add(op.type)
-                if _takes_functions(op.type):  # node_def of a Const would copy its weights
+                if may_reference_functions(op.type):  # a Const's node_def copies its weights
                     self._called.update(_called_functions(op.node_def))
             self._ops_seen = len(ops)
             for name, fdef in list(functions.items()):
@@ -150,7 +142,8 @@ class SessionReuse:
                     self._function_names.add(name)
                     for node in fdef.node_def:
                         self._op_types.add(node.op)
-                        self._called.update(_called_functions(node))
+                        if may_reference_functions(node.op):
+                            self._called.update(_called_functions(node))
             self._stateful = stateful_op_type(self._op_types, self._function_names,
                                               self._called)
             return self._stateful
