@@ -26,10 +26,18 @@ from tensorflow.core.framework import attr_value_pb2, graph_pb2
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.forwarding import bypass_argument_identities
 from npu_adapter.graph.names import parse_input
+from npu_adapter.graph.serialized import (
+    frame_node,
+    import_serialized,
+    raw_import_supported,
+    serialized_graph_def,
+)
 from npu_adapter.graph.splice import detach_foreign_colocation
 from npu_adapter.session.reuse import SessionReuse
 
 __all__ = ["ShadowGraph", "Installed", "note_graph_changed"]
+
+_RAW_IMPORT = raw_import_supported()
 
 _SHADOWS = weakref.WeakKeyDictionary()
 _SHADOWS_LOCK = threading.Lock()
@@ -89,6 +97,10 @@ class ShadowGraph:
         self.signatures = {}    # shared installed signatures (see session.core)
         self._functions = {}    # function name -> the FunctionDef the shadow holds
         self._graph_def = None  # (user graph version, generation, GraphDef, {name: NodeDef})
+        # The bytes that GraphDef was parsed from, kept until the next install has imported
+        # the user's nodes from them (see graph/serialized.py), then dropped: holding them
+        # longer would hold a second copy of the weights.
+        self._serialized = None
         self.reuse = SessionReuse(self)  # idle TensorFlow sessions on this shadow
 
     @classmethod
@@ -120,7 +132,10 @@ class ShadowGraph:
         with self.lock:
             cached = self._graph_def
             if cached is None or cached[0] != stamp:
-                graph_def = user_graph.as_graph_def()
+                if _RAW_IMPORT:
+                    graph_def, self._serialized = serialized_graph_def(user_graph)
+                else:  # pragma: no cover - a TensorFlow without the import functions
+                    graph_def = user_graph.as_graph_def()
                 cached = self._graph_def = (stamp, graph_def,
                                             {n.name: n for n in graph_def.node})
             return cached[1], cached[2]
@@ -168,8 +183,11 @@ class ShadowGraph:
             An :class:`Installed` mapping those user names to shadow tensors and ops.
         """
         with self.lock:
-            return self._install(graph_def, user_nodes, fetches or {}, targets or {},
-                                 feeds or {})
+            try:
+                return self._install(graph_def, user_nodes, fetches or {}, targets or {},
+                                     feeds or {})
+            finally:
+                self._serialized = None
 
     def _install(self, graph_def, user_nodes, fetches, targets, feeds):
         graph = self.graph
@@ -212,7 +230,8 @@ class ShadowGraph:
         own_new = [n for n in nodes if n.name not in changed and n.name not in stand_ins
                    and n.name not in self._present]
         if own_new:
-            self._import(graph_def, own_new, {n.name for n in own_new}, None, {})
+            self._import(graph_def, own_new, {n.name for n in own_new}, None, {},
+                         wire=self._wire_forms(own_new, user_nodes))
             for node in own_new:
                 self._present[node.name] = node
         # 3. The changed part, under a fresh scope.
@@ -285,22 +304,52 @@ class ShadowGraph:
         graph_def, _ = self.user_graph_def()
         return frozenset(f.signature.name for f in graph_def.library.function)
 
-    def _import(self, graph_def, nodes, importing, scope, bound):
+    def _wire_forms(self, nodes, user_nodes):
+        """``{name: serialized node}`` of the user's ``nodes`` whose wire form can be imported
+        as it is (see graph/serialized.py): read from the bytes of ``user_nodes``'s GraphDef
+        when the shadow still has them. A node with colocation groups on either side is left
+        out: its groups may have to be detached (and the user's may differ from the rewrite's,
+        which drops groups naming nodes outside the client graph)."""
+        serialized = self._serialized
+        cached = self._graph_def
+        if serialized is None or cached is None or cached[2] is not user_nodes:
+            return None
+        names = {n.name for n in nodes
+                 if "_class" not in n.attr and "_class" not in user_nodes[n.name].attr}
+        return serialized.node_bytes(names) if names else None
+
+    def _has_outputs(self, name, importing):
+        """Whether the shadow's op ``name`` (not one being imported) has an output, through
+        which ``input_map`` can bind a control input on it."""
+        if name in importing:
+            return True
+        return bool(self.graph.get_operation_by_name(name).outputs)
+
+    def _import(self, graph_def, nodes, importing, scope, bound, wire=None):
         """Import ``nodes`` of ``graph_def`` (their names: ``importing``) under ``scope`` (None:
         their own names), binding every other input to the shadow's node of that name, or to
-        the fed tensor for ``bound`` stand-ins."""
+        the fed tensor for ``bound`` stand-ins. ``wire`` (own names only) holds serialized
+        nodes equal to theirs, imported from those bytes instead of a copy."""
         graph = self.graph
         out = graph_pb2.GraphDef()
         out.versions.CopyFrom(graph_def.versions)  # the library is added by add_functions
         input_map = {}
         colocations = {}
         late_controls = collections.defaultdict(list)
+        raw = []  # the serialized nodes taken from ``wire``
         for node in nodes:
-            copy = out.node.add()
-            copy.CopyFrom(node)
-            if FED_TENSOR_ATTR in copy.attr:
-                del copy.attr[FED_TENSOR_ATTR]
-            detach_foreign_colocation(copy, importing, colocations)
+            serialized = wire.get(node.name) if wire else None
+            if serialized is not None and not any(
+                    t.startswith("^") and not self._has_outputs(t[1:], importing)
+                    for t in node.input):
+                raw.append(serialized)
+                copy = None
+            else:
+                copy = out.node.add()
+                copy.CopyFrom(node)
+                if FED_TENSOR_ATTR in copy.attr:
+                    del copy.attr[FED_TENSOR_ATTR]
+                detach_foreign_colocation(copy, importing, colocations)
             for text in node.input:
                 src, port, is_control = parse_input(text)
                 if src in importing:
@@ -319,8 +368,16 @@ class ShadowGraph:
                     # the control edge is added after the import.
                     copy.input.remove(text)
                     late_controls[node.name].append(source)
-        with graph.as_default():
-            tf.graph_util.import_graph_def(out, input_map=input_map or None, name=scope or "")
+        if raw:
+            # One copy of each weight on the Python side (the join) instead of a message copy
+            # and a serialisation; the copied nodes follow in their own wire form.
+            parts = [graph_pb2.GraphDef(versions=out.versions).SerializeToString(), *raw]
+            parts += [frame_node(n.SerializeToString()) for n in out.node]
+            import_serialized(graph, b"".join(parts), input_map)
+        else:
+            with graph.as_default():
+                tf.graph_util.import_graph_def(out, input_map=input_map or None,
+                                               name=scope or "")
 
         def imported(name):
             return graph.get_operation_by_name(f"{scope}/{name}" if scope else name)
