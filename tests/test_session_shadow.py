@@ -266,3 +266,35 @@ def test_a_tiny_cluster_is_inlined_unless_the_user_chose_grapplers_minimum():
     # A minimum the user set is theirs: the call then runs as a function of its own.
     names = _tiny_step_nodes(min_graph_nodes=100)
     assert any(n.endswith("_RetVal") for n in names), names
+
+
+@pytest.mark.parametrize("make_state", ["variable_v2", "queue"])
+def test_a_state_owner_the_rewrite_changed_keeps_one_state(make_state):
+    # A state owner created under a control dependency on an op that goes into a cluster: the
+    # rewrite rewires that control input to the cluster, so every signature imports its own
+    # copy of the node under a rewrite scope. They must share the user's node's state.
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 4], name="x")
+        out = tf.matmul(x, tf.ones([4, 2]), name="out")
+        with tf1.control_dependencies([out.op]):
+            if make_state == "variable_v2":
+                state = tf.raw_ops.VariableV2(shape=[2], dtype=tf.float32, name="state")
+            else:
+                state = tf.raw_ops.FIFOQueueV2(component_types=[tf.float32], name="state")
+        if make_state == "variable_v2":
+            write = tf1.assign(state, [1.0, 2.0], name="write").op
+            read = tf.multiply(state, 2.0, name="read")
+        else:
+            write = tf.raw_ops.QueueEnqueueV2(handle=state, components=[tf.constant(3.0)],
+                                              name="write")
+            read = tf.raw_ops.QueueDequeueV2(handle=state, component_types=[tf.float32],
+                                             name="read")[0]
+    feed = {x: np.ones((1, 4), np.float32)}
+    results = []
+    for session_cls, config in ((PlainSession, None), (NpuSession, npu_config())):
+        with session_cls(graph=graph, config=config) as sess:
+            sess.run([out, write], feed)
+            results.append(sess.run(read, feed,
+                                    options=tf1.RunOptions(timeout_in_ms=5000)))
+    np.testing.assert_array_equal(results[1], results[0])

@@ -8,7 +8,8 @@ on that graph's shadow, which holds:
   (checkpoints, ``Saver`` and name-based feeds and fetches work) and every signature of a session
   shares one state;
 * the changed part of each rewrite (cluster calls and what depends on them), imported under a
-  fresh scope ``npu_rewrite_<N>/`` whose inputs are bound to those originals.
+  fresh scope ``npu_rewrite_<N>/`` whose inputs are bound to those originals; a variable, queue
+  or table among them keeps the user's node's state through its ``shared_name``.
 
 A shadow lives as long as its user graph (a weak reference) and is shared by every NpuSession on
 it: the second session on a graph finds its signatures rewritten and installed, so a new session
@@ -23,6 +24,7 @@ import weakref
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
+from npu_adapter.backends.cpu import is_state_owner
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.forwarding import bypass_argument_identities
 from npu_adapter.graph.names import parse_input
@@ -33,6 +35,7 @@ from npu_adapter.graph.serialized import (
     serialized_graph_def,
 )
 from npu_adapter.graph.splice import detach_foreign_colocation
+from npu_adapter.graph.types import op_def_for
 from npu_adapter.session.reuse import SessionReuse
 
 __all__ = ["ShadowGraph", "Installed", "note_graph_changed"]
@@ -49,6 +52,25 @@ def note_graph_changed(graph):
     does not bump the graph version for that), so the next signature reads it afresh."""
     with _SHADOWS_LOCK:
         _GENERATIONS[graph] = _GENERATIONS.get(graph, 0) + 1
+
+
+def _keep_user_state(node):
+    """Give ``node`` (about to be imported under a rewrite scope, its name changed) the state
+    of the user's node of its name when it owns one.
+
+    TensorFlow finds a variable's, queue's or table's state by its ``shared_name``; left empty,
+    a ``VariableV2`` uses its node name and a queue a state private to its kernel. A state owner
+    lands under a scope when the rewrite changed its NodeDef (a control input on an op that went
+    into a cluster now names the cluster), and every signature that does so imports its own
+    copy: without this, each copy would start a state of its own (an assign in one run, an
+    "uninitialized value" in the next). Naming the user's node keeps one state per session, as
+    the user's graph has.
+    """
+    if not is_state_owner(op_def_for(node.op)):
+        return
+    shared = node.attr.get("shared_name")
+    if shared is None or not shared.s:  # absent (a GraphDef without default attrs) or empty
+        node.attr["shared_name"].s = node.name.encode()
 
 
 class Installed(collections.namedtuple("Installed", ["tensors", "ops", "feeds"])):
@@ -350,6 +372,8 @@ class ShadowGraph:
                 if FED_TENSOR_ATTR in copy.attr:
                     del copy.attr[FED_TENSOR_ATTR]
                 detach_foreign_colocation(copy, importing, colocations)
+                if scope is not None:
+                    _keep_user_state(copy)
             for text in node.input:
                 src, port, is_control = parse_input(text)
                 if src in importing:
