@@ -3,12 +3,12 @@ place of each node in it, and an import of serialized nodes with no Python messa
 
 Why: a session's first run copies the user's weights into the shadow graph
 (:mod:`npu_adapter.session.shadow`). Through ``tf.graph_util.import_graph_def`` every weight is
-copied into a new Python GraphDef, serialised again, and only then handed to TensorFlow; in this
-sandbox touching fresh memory costs about 1.4 ms per MB, so those two copies cost ~0.25 s of a
-ResNet-50 first run. The bytes TensorFlow produced when the user's graph was read
-(``TF_GraphToGraphDef``) already hold every node in its wire form: slices of them, joined, are a
-valid GraphDef (protobuf concatenates repeated fields), so a node that is imported unchanged is
-copied once on the Python side instead of three times.
+copied into a new Python GraphDef, serialised again, and only then handed to TensorFlow; on our
+benchmark machine touching fresh memory costs about 1.4 ms per MB, so those two copies cost
+~0.25 s of a ResNet-50 first run (bench/PERFORMANCE.md). The bytes TensorFlow produced when
+the user's graph was read (``TF_GraphToGraphDef``) already hold every node in its wire form:
+slices of them, joined, are a valid GraphDef (protobuf concatenates repeated fields), so a node
+imported unchanged is copied once on the Python side instead of three times.
 
 The import calls the same TensorFlow functions ``import_graph_def`` calls, in the same order
 (``tensorflow/python/framework/importer.py``, identical in TensorFlow 2.15 to 2.21). When a later

@@ -156,7 +156,7 @@ class ShadowGraph:
             if cached is None or cached[0] != stamp:
                 if _RAW_IMPORT:
                     graph_def, self._serialized = serialized_graph_def(user_graph)
-                else:  # pragma: no cover - a TensorFlow without the import functions
+                else:  # a TensorFlow without the import functions graph/serialized.py calls
                     graph_def = user_graph.as_graph_def()
                 cached = self._graph_def = (stamp, graph_def,
                                             {n.name: n for n in graph_def.node})
