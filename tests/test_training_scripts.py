@@ -89,7 +89,7 @@ def test_npu_estimator_train_and_evaluate(eval_samples):
     kwargs = {"iterations_per_loop": 5, "loops": 2, "batch_size": 16, "eval_samples": eval_samples}
     npu = est.main(npu=True, **kwargs)
     plain = est.main(npu=False, **kwargs)
-    assert npu["steps"] == [4, 9] and len(plain["steps"]) == 10
+    assert npu["steps"] == [5, 10] and plain["steps"] == list(range(1, 11))
     assert_same_bits(npu, est.plain_at_loop_ends(plain, npu),
                      ("losses", "steps", "weights", "metrics"))
     assert_training_geop(npu, loop=True)
@@ -163,7 +163,8 @@ def test_monitored_training_session_per_step_and_loop():
     assert_same_bits(npu, plain, ("losses", "weights"))
     assert_training_geop(npu, loop=False)
     looped = cnn.main(npu=True, steps=8, iterations_per_loop=4)
-    assert looped["run_steps"] == [3, 7]  # global step read in the last step of each run
+    assert looped["run_steps"] == [4, 8]  # the global step after each run of 4 steps
+    assert plain["run_steps"] == list(range(1, 9))
     assert_same_bits(looped, cnn.plain_at_loop_ends(plain, looped), ("losses", "weights"))
     assert_training_geop(looped, loop=True)
 

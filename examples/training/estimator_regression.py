@@ -69,8 +69,12 @@ def model_fn(features, labels, mode, params, training_hooks=()):
 
 
 class LossRecorder(tf1.train.SessionRunHook):
-    """Records the loss and global step fetched with every training ``Session.run``, and the
-    graph and session of the run (to look at its GeOps)."""
+    """Records the loss fetched with every training ``Session.run`` and the global step after
+    it, and the graph and session of the run (to look at its GeOps).
+
+    The step is read in a run of its own: fetched beside the train op, the global step (a ref
+    variable) may be read before or after the op increments it, in either session.
+    """
 
     def __init__(self):
         self.losses, self.steps = [], []
@@ -78,18 +82,18 @@ class LossRecorder(tf1.train.SessionRunHook):
 
     def begin(self):
         self.graph = tf1.get_default_graph()
-        self._fetches = {"loss": tf1.losses.get_losses()[0],
-                         "step": tf1.train.get_global_step()}
+        self._loss = tf1.losses.get_losses()[0]
+        self._step = tf1.train.get_global_step()
 
     def after_create_session(self, session, coord):
         self.session = session
 
     def before_run(self, run_context):
-        return tf1.train.SessionRunArgs(self._fetches)
+        return tf1.train.SessionRunArgs({"loss": self._loss})
 
     def after_run(self, run_context, run_values):
         self.losses.append(run_values.results["loss"])
-        self.steps.append(run_values.results["step"])
+        self.steps.append(int(run_context.session.run(self._step)))
 
 
 def make_estimator(npu, model_dir, iterations_per_loop, params, recorder):

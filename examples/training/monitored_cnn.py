@@ -72,18 +72,21 @@ def session_config(npu, iterations_per_loop):
 
 
 class _LossLogger(tf1.train.SessionRunHook):
+    """The loss of every run, and the global step after it: read in a run of its own, because
+    fetched beside the train op the global step (a ref variable) may be read before or after the
+    op increments it."""
+
     def __init__(self, loss):
         self._loss = loss
         self.losses = []
-
         self.steps = []
 
     def before_run(self, run_context):
-        return tf1.train.SessionRunArgs([self._loss, tf1.train.get_global_step()])
+        return tf1.train.SessionRunArgs(self._loss)
 
     def after_run(self, run_context, run_values):
-        self.losses.append(run_values.results[0])
-        self.steps.append(run_values.results[1])
+        self.losses.append(run_values.results)
+        self.steps.append(int(run_context.session.run(tf1.train.get_global_step())))
 
 
 def main(npu=True, checkpoint_dir=None, iterations_per_loop=1, steps=12, batch_size=16,
