@@ -81,12 +81,15 @@ class _LossLogger(tf1.train.SessionRunHook):
         self.losses = []
         self.steps = []
 
+    def begin(self):
+        self._step = tf1.train.get_global_step()
+
     def before_run(self, run_context):
         return tf1.train.SessionRunArgs(self._loss)
 
     def after_run(self, run_context, run_values):
         self.losses.append(run_values.results)
-        self.steps.append(int(run_context.session.run(tf1.train.get_global_step())))
+        self.steps.append(int(run_context.session.run(self._step)))
 
 
 def main(npu=True, checkpoint_dir=None, iterations_per_loop=1, steps=12, batch_size=16,
