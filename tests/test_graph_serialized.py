@@ -126,17 +126,23 @@ def test_import_serialized_binds_the_input_map_and_names_a_missing_key():
 
 
 # ------------------------------------------------------------------------- in the shadow
-def test_the_first_session_imports_the_users_nodes_from_their_bytes(monkeypatch):
-    graph, x, out = weights_graph()
-    taken = []
+@pytest.fixture
+def taken(monkeypatch):
+    """The names of the nodes each install takes from the bytes, one set per install."""
+    found_per_install = []
     real = wire.SerializedGraph.node_bytes
 
     def spy(self, names):
         found = real(self, names)
-        taken.append(set(found))
+        found_per_install.append(set(found))
         return found
 
     monkeypatch.setattr(wire.SerializedGraph, "node_bytes", spy)
+    return found_per_install
+
+
+def test_the_first_session_imports_the_users_nodes_from_their_bytes(taken):
+    graph, x, out = weights_graph()
     feed = {x: np.random.RandomState(1).randn(3, 256).astype(np.float32)}
     with PlainSession(graph=graph) as sess:
         expected = sess.run(out, feed)
@@ -157,7 +163,6 @@ def test_without_the_bytes_the_shadow_imports_copies(monkeypatch):
     graph, x, out = weights_graph((8, 8))
     monkeypatch.setattr(shadow_module, "_RAW_IMPORT", False)
     calls = []
-    monkeypatch.setattr(wire, "import_serialized", lambda *a, **k: calls.append(a))
     monkeypatch.setattr(shadow_module, "import_serialized", lambda *a, **k: calls.append(a))
     feed = {x: np.ones((2, 8), np.float32)}
     with PlainSession(graph=graph) as sess:
@@ -195,17 +200,12 @@ def test_a_control_input_on_a_present_op_without_outputs_takes_the_copy(monkeypa
         assert sess.run(installed.tensors["after_gate:0"]) == 1.0
 
 
-def test_a_colocated_node_is_imported_from_a_copy(monkeypatch):
+def test_a_colocated_node_is_imported_from_a_copy(taken):
     graph = tf.Graph()
     with graph.as_default():
         a = tf.constant([1.0, 2.0], name="a")
         with tf1.colocate_with(a):
             tf.identity(a, name="b")
-    taken = []
-    real = wire.SerializedGraph.node_bytes
-    monkeypatch.setattr(wire.SerializedGraph, "node_bytes",
-                        lambda self, names: taken.append(set(real(self, names))) or real(
-                            self, names))
     shadow = ShadowGraph.for_graph(graph)
     graph_def, user_nodes = shadow.user_graph_def()
     installed = shadow.install(graph_def, user_nodes, fetches={"b:0": "b:0"})

@@ -115,9 +115,8 @@ class SessionReuse:
         self._lock = threading.Lock()
         self._idle = {}               # (target, serialized ConfigProto) -> C session handle
         self._ops_seen = 0            # shadow ops scanned so far (a graph only grows)
-        self._functions_seen = set()  # shadow functions scanned so far
+        self._function_names = set()  # shadow functions scanned so far
         self._op_types = set()
-        self._function_names = set()
         self._called = set()
         self._stateful = None         # the first stateful op type found, for good
         self.adopted = 0              # sessions that took an idle session
@@ -137,8 +136,7 @@ class SessionReuse:
                     self._called.update(_called_functions(op.node_def))
             self._ops_seen = len(ops)
             for name, fdef in list(functions.items()):
-                if name not in self._functions_seen:
-                    self._functions_seen.add(name)
+                if name not in self._function_names:
                     self._function_names.add(name)
                     for node in fdef.node_def:
                         self._op_types.add(node.op)
