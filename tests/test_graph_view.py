@@ -190,6 +190,24 @@ def test_topological_order_is_fifo_in_graph_def_order():
     assert [view.name(i) for i in order] == ["p", "q", "r", "s", "t", "t_in"]
 
 
+def test_topological_order_is_graph_def_order_when_producers_come_first():
+    """A graph listed producers first (as TensorFlow writes it) keeps its own order, where
+    Kahn's FIFO would put the independent ``s`` before ``q``; a loop back edge does not count."""
+    b = GraphBuilder()
+    b.placeholder("p")
+    b.unary("Abs", "q", "p")
+    b.placeholder("s")
+    b.op("Identity", "t", ["q", "s"], T=tf.float32)
+    view = GraphView(b.graph_def())
+    assert view.topological_order() == ([0, 1, 2, 3], [])
+    gd = while_loop_v1_graph()
+    order, remaining = GraphView(gd).topological_order()
+    names = [n.name for n in gd.node]
+    merge, next_iteration = names.index("while/Merge"), names.index("while/NextIteration")
+    assert merge < next_iteration  # Merge reads the NextIteration listed after it
+    assert order == list(range(len(names))) and remaining == []
+
+
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_topological_order_respects_every_edge_for_any_node_order(seed):

@@ -20,6 +20,15 @@ __all__ = ["GraphView", "LOOP_BACK_EDGE_OPS"]
 LOOP_BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 
+def _in_producer_order(predecessors, back):
+    """True when every node's producers come before it (edges out of ``back[src]`` nodes
+    aside), i.e. when index order is a topological order."""
+    if back is None:
+        return all(not preds or max(preds) < dst for dst, preds in enumerate(predecessors))
+    return all(not preds or max(preds) < dst or all(src < dst or back[src] for src in preds)
+               for dst, preds in enumerate(predecessors))
+
+
 class GraphView:
     """Index of a GraphDef's nodes and edges.
 
@@ -167,11 +176,14 @@ class GraphView:
         else:
             other.index = dict(zip(other.names, range(len(kept))))
             other.duplicate_names = []
+        # Input lists without an entry (a quarter of a model's nodes are Consts; most nodes
+        # have no control input) are shared rather than rebuilt: views never edit them.
         data_inputs = self.data_inputs
-        other.data_inputs = [[(new_of[src], port) for src, port in data_inputs[old]]
-                             for old in kept]
+        other.data_inputs = [[(new_of[src], port) for src, port in inputs] if inputs else inputs
+                             for inputs in [data_inputs[old] for old in kept]]
         control_inputs = self.control_inputs
-        other.control_inputs = [[new_of[src] for src in control_inputs[old]] for old in kept]
+        other.control_inputs = [[new_of[src] for src in inputs] if inputs else inputs
+                                for inputs in [control_inputs[old] for old in kept]]
         other.dangling = [(new_of[i], text) for i, text in self.dangling if new_of[i] >= 0]
         other.misordered = [new_of[i] for i in self.misordered if new_of[i] >= 0]
         other.functions = {f.signature.name: f for f in graph_def.library.function}
@@ -185,14 +197,19 @@ class GraphView:
         table = self.cache.get("predecessors")
         if table is not None:
             # Renumber the shared adjacency instead of rebuilding it (order is preserved).
-            other.cache["predecessors"] = [[new_of[p] for p in table[old] if new_of[p] >= 0]
-                                           for old in kept]
+            other.cache["predecessors"] = [
+                [new_of[p] for p in preds if new_of[p] >= 0] if preds else preds
+                for preds in [table[old] for old in kept]]
         key = ("topological_order", True)
         if key in self.cache:
-            # A topological order restricted to a node subset is one of the induced subgraph.
+            # A topological order restricted to a node subset is one of the induced subgraph;
+            # GraphDef order (see compute_topological_order) stays GraphDef order.
             order, remaining = self.cache[key]
-            other.cache[key] = ([new_of[i] for i in order if new_of[i] >= 0],
-                                [new_of[i] for i in remaining if new_of[i] >= 0])
+            if not remaining and order == list(range(n)):
+                other.cache[key] = (list(range(len(kept))), [])
+            else:
+                other.cache[key] = ([new_of[i] for i in order if new_of[i] >= 0],
+                                    [new_of[i] for i in remaining if new_of[i] >= 0])
         return other
 
     # ----------------------------------------------------------------------------- lookups
@@ -357,18 +374,23 @@ class GraphView:
     def compute_topological_order(self, *, skip_back_edges=True, stable_key=None):
         """Node indices in a deterministic topological order.
 
-        Without ``stable_key`` the order is Kahn's with a FIFO queue seeded in GraphDef order;
-        with it, ties are broken by ``stable_key(i)``. Either way the result depends only on the
-        graph, never on hashing. Edges out of ``NextIteration`` are ignored
-        when ``skip_back_edges`` (v1 while loops). Returns ``(order, remaining)`` where
-        ``remaining`` lists the nodes on or behind a cycle (empty for a DAG).
+        Without ``stable_key`` the order is GraphDef order itself when every node comes after
+        its producers (graphs TensorFlow writes list nodes in creation order, which is one),
+        else Kahn's with a FIFO queue seeded in GraphDef order; with ``stable_key``, Kahn's with
+        ties broken by ``stable_key(i)``. Either way the result depends only on the graph,
+        never on hashing. Edges out of ``NextIteration`` are ignored when ``skip_back_edges``
+        (v1 while loops). Returns ``(order, remaining)`` where ``remaining`` lists the nodes on
+        or behind a cycle (empty for a DAG).
         """
         n = len(self.ops)
         back = [skip_back_edges and op in LOOP_BACK_EDGE_OPS for op in self.ops]
-        indegree = [0] * n
-        succ = [[] for _ in range(n)]
         table = self.predecessor_table()
         any_back = any(back)
+        if stable_key is None and _in_producer_order(table, back if any_back else None):
+            # Already a topological order: one pass over the edges instead of Kahn's.
+            return list(range(n)), []
+        indegree = [0] * n
+        succ = [[] for _ in range(n)]
         for dst, preds in enumerate(table):
             if not preds:
                 continue
