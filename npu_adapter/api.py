@@ -20,6 +20,7 @@ from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassContext
 from npu_adapter.pipeline.instruments import (
     CaptureInstrument,
+    FactsInstrument,
     InputUnchangedInstrument,
     TimingInstrument,
     VerifyInstrument,
@@ -115,13 +116,12 @@ def _sink_fetches(view):
     return fetches, targets
 
 
-def _maps(final_graph, clusters, client_names, fetches, targets, feed_map):
+def _maps(present, clusters, client_names, fetches, targets, feed_map):
     tensor_map = {}
     op_map = {}
     for info in clusters:
         for k, name in enumerate(info.outputs):
             tensor_map[name] = info.name if k == 0 else f"{info.name}:{k}"
-    present = {n.name for n in final_graph.node}
     clustered = {}
     for info in clusters:
         for name in info.nodes:
@@ -203,16 +203,20 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         _check_dump_dir(os.fspath(dump_dir), dump_option)
     dump_instruments = rewrite_dump_instruments(dump_dir, graph_num)
     user_graph, payloads = graph_def, None
-    if not dump_instruments and not instruments:
-        # Nobody looks at the intermediate graphs: the passes run without the constants' data
-        # (see graph/payload.py), which is put back into the final graph below. Dumps and
-        # instruments see the full graphs.
-        graph_def, payloads = strip_payloads(graph_def)
     fetches = [normalize_tensor_name(f, "fetch")
                for f in _names(fetches, "fetches", "logits:0")]
     targets = [t[1:] if t.startswith("^") else t for t in _names(targets, "targets", "train_op")]
     feeds = _names(feeds, "feeds", "input:0")
     view = GraphView(graph_def)
+    if not dump_instruments and not instruments:
+        # Nobody looks at the intermediate graphs: the passes run without the constants' data
+        # (see graph/payload.py), which is put back into the final graph below. Dumps and
+        # instruments see the full graphs. The light graph differs from the user's in attribute
+        # values only, so the view is shared.
+        graph_def, payloads = strip_payloads(graph_def, ops=view.ops)
+        if payloads is not None:
+            view = view.rebind(graph_def)
+    user_view = view
     _check_input(graph_def, view)
     feed_map = {}
     if fetches or targets:
@@ -259,7 +263,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     if os.environ.get("NPU_ADAPTER_CHECK_PASSES", "") not in ("", "0"):
         # Debug aid (always on in our tests): verify the graph after every pass and fail any
         # pass that mutates its input or misreports `modified`.
-        checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument()]
+        checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument(),
+                  FactsInstrument()]
     # Placement is read from the graph entering `encapsulate`: every node still carries its
     # annotation there (encapsulate drops them from the graph it writes).
     capture = CaptureInstrument(["encapsulate"], stage="before")
@@ -289,12 +294,14 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         placement = placement_from_view(annotated_view)
     if placement is None or list(placement) != client_names:
         placement = placement_from_graph(annotated, client_names)
-    clusters = clusters_from_graph(final)
-    tensor_map, op_map = _maps(final, clusters, client_names, report_fetches, targets, feed_map)
+    clusters = clusters_from_graph(final, ctx.node_ops(final))
+    present = {node.name for node in final.node}
+    tensor_map, op_map = _maps(present, clusters, client_names, report_fetches, targets,
+                               feed_map)
     # The user's fetched, fed and target names stay valid in the rewritten graph (aliases).
     final, aliases = keep_user_names(final, graph_def, fetches=report_fetches,
                                      feed_map=feed_map, targets=targets, tensor_map=tensor_map,
-                                     op_map=op_map,
+                                     op_map=op_map, present=present, user_view=user_view,
                                      in_place=final is not work and final is not graph_def
                                      and final is not user_graph)
     if light is not None and aliases:

@@ -209,12 +209,15 @@ class EncapsulatePass(PassBase):
         reads_cluster = {d for i in cluster_of for d, _, _ in data_out[i]}
         reads_cluster.update(d for i in cluster_of for d in control_out[i])
         emitted = set()
+        ops = view.ops
+        out_ops = []  # the op of every node written, for the next passes (PassContext facts)
         for i, node in enumerate(nodes):
             if empty_at and i in empty_at:
                 for cname in empty_at[i]:
                     out.node.add().CopyFrom(
                         self._geop_node(view, clusters, cname, cluster_of, graph_config,
                                         option_attrs))
+                    out_ops.append(GEOP_OP)
             cname = cluster_of.get(i)
             if cname is not None:
                 if cname not in emitted:
@@ -222,7 +225,9 @@ class EncapsulatePass(PassBase):
                     out.node.add().CopyFrom(
                         self._geop_node(view, clusters, cname, cluster_of, graph_config,
                                         option_attrs))
+                    out_ops.append(GEOP_OP)
                 continue
+            out_ops.append(ops[i])
             copy = out.node.add()
             copy.CopyFrom(node)
             for key in (PLACEMENT_ATTR, CLUSTER_ATTR):
@@ -237,6 +242,13 @@ class EncapsulatePass(PassBase):
         for cname in order:
             out.library.function.add().CopyFrom(
                 self._function_def(view, clusters[cname], cluster_of))
+        facts = ctx.graph_facts(out)
+        facts["ops"] = out_ops
+        # The annotations left the nodes copied above and the cluster bodies; functions of the
+        # input library are copied as they are.
+        facts["annotation_free"] = not any(
+            PLACEMENT_ATTR in body.attr for fdef in graph_def.library.function
+            for body in fdef.node_def)
         return PassResult(out, True, {
             "clusters": len(clusters),
             "inputs": {c: len(clusters[c].inputs) for c in order},

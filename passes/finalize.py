@@ -29,7 +29,8 @@ class FinalizePass(PassBase):
     name = "finalize"
 
     def run(self, graph_def, ctx):
-        if not _annotated(graph_def):
+        facts = ctx.known_facts(graph_def) or {}
+        if facts.get("annotation_free") or not _annotated(graph_def):
             return PassResult(graph_def, False, {})
         out = copy_graph(graph_def)
         strip_annotations(out.node)

@@ -353,8 +353,9 @@ class InsertGearsPass(PassBase):
         config = ctx.get_config()
         # Cheap checks first: most graphs have no gears, and indexing a big graph costs.
         functions = {f.signature.name: f for f in graph_def.library.function}
-        cluster_functions = [n.attr["function"].func.name for n in graph_def.node
-                             if n.op == GEOP_OP]
+        nodes = graph_def.node
+        cluster_functions = [nodes[i].attr["function"].func.name
+                             for i, op in enumerate(ctx.node_ops(graph_def)) if op == GEOP_OP]
         if not cluster_functions:
             return PassResult(graph_def, False, {"clusters": 0})
         has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr

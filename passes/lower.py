@@ -20,9 +20,10 @@ class LowerPass(PassBase):
     name = "lower"
 
     def run(self, graph_def, ctx):
-        if not any(node.op == GEOP_OP for node in graph_def.node):
+        ops = ctx.node_ops(graph_def)
+        if GEOP_OP not in ops:
             return PassResult(graph_def, False, {"clusters": 0})
         backend = ctx.get_backend()
-        clusters = clusters_from_graph(graph_def)
+        clusters = clusters_from_graph(graph_def, ops)
         out = backend.lower(graph_def, clusters, ctx)
         return PassResult(out, True, {"backend": backend.name, "clusters": len(clusters)})

@@ -118,3 +118,23 @@ def test_without_aliases_gives_back_the_partition(graph_def):
 def test_complete_fetch_ports():
     assert complete_fetch_ports(["a:2", "b:0", "a:0"]) == ["a:2", "b:0", "a:0", "a:1"]
     assert complete_fetch_ports(["c:0"]) == ["c:0"]
+
+
+def test_aliases_from_a_view_of_the_user_graph_equal_those_from_its_nodes(graph_def):
+    """``rewrite`` hands keep_user_names its view and name set; a caller without them gets the
+    same aliases (looked up from the NodeDefs)."""
+    from npu_adapter.graph.aliases import keep_user_names
+    from npu_adapter.graph.view import GraphView
+
+    fetches = ["probs:0", "sum02:0", "split:1"]
+    result = npu_adapter.rewrite(graph_def, {}, fetches=fetches, targets=["train_op"])
+    bare = without_aliases(result.graph_def, result.aliases)
+    kwargs = {"fetches": fetches, "targets": ["train_op"], "tensor_map": result.tensor_map,
+              "op_map": result.op_map}
+    plain, plain_aliases = keep_user_names(bare, graph_def, **kwargs)
+    viewed, viewed_aliases = keep_user_names(
+        bare, graph_def, present={n.name for n in bare.node}, user_view=GraphView(graph_def),
+        **kwargs)
+    assert plain_aliases == viewed_aliases == result.aliases and "split" in plain_aliases
+    assert plain.SerializeToString(deterministic=True) == \
+        viewed.SerializeToString(deterministic=True)

@@ -46,6 +46,19 @@ def test_strip_sets_large_constants_aside_and_restore_puts_them_back(monkeypatch
     assert _serialized(store.restore(light)) == before
 
 
+def test_op_types_given_by_the_caller_find_the_same_constants(monkeypatch):
+    """``ops`` (a GraphView's op list) only spares reading the NodeDefs: same light graph."""
+    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
+    gd = _weights_graph()
+    light, store = strip_payloads(gd, min_bytes=1024)
+    given, given_store = strip_payloads(gd, min_bytes=1024, ops=[n.op for n in gd.node])
+    assert _serialized(given) == _serialized(light) and len(given_store) == len(store) == 1
+    # The ops decide which nodes are read: a Const called anything else is not looked at.
+    ops = ["Placeholder" if n.name == "W" else n.op for n in gd.node]
+    same, none = strip_payloads(gd, min_bytes=1024, ops=ops)
+    assert same is gd and none is None
+
+
 def test_small_graphs_are_not_copied():
     gd = _weights_graph()
     same, store = strip_payloads(gd, min_bytes=1 << 20)
@@ -100,8 +113,8 @@ def test_rewrite_is_byte_identical_with_and_without_payloads(name, options, back
     monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
     stripped = []
 
-    def counting_strip(graph_def, min_bytes=None):
-        light, store = strip_payloads(graph_def, min_bytes)
+    def counting_strip(graph_def, min_bytes=None, **kwargs):
+        light, store = strip_payloads(graph_def, min_bytes, **kwargs)
         stripped.append(len(store or ()))
         return light, store
 

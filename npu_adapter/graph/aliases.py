@@ -59,6 +59,19 @@ def _alias_node(graph, name, inputs, dtypes):
     return node
 
 
+class _IndexedNodes:
+    """``name -> NodeDef`` lookups through a GraphView's index (what ``_types`` needs)."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view):
+        self._view = view
+
+    def get(self, name):
+        i = self._view.index.get(name)
+        return None if i is None else self._view.graph_def.node[i]
+
+
 def _types(user_nodes, functions, name):
     node = user_nodes.get(name)
     if node is None:
@@ -68,7 +81,8 @@ def _types(user_nodes, functions, name):
 
 
 def keep_user_names(graph_def, user_graph_def, *, fetches=(), feed_map=None, targets=(),
-                    tensor_map=None, op_map=None, in_place=False):
+                    tensor_map=None, op_map=None, in_place=False, present=None,
+                    user_view=None):
     """Add alias nodes so that the user's names stay valid in ``graph_def``.
 
     Args:
@@ -81,6 +95,9 @@ def keep_user_names(graph_def, user_graph_def, *, fetches=(), feed_map=None, tar
         op_map: user op name → op in ``graph_def`` (``RewriteResult.op_map``).
         in_place: add the aliases to ``graph_def`` itself instead of a copy (for a GraphDef
             nobody else holds: copying a model with large constants costs time and memory).
+        present: the set of node names of ``graph_def``, when the caller has it.
+        user_view: a GraphView of ``user_graph_def``, when the caller has one (its index finds
+            the few nodes that need aliases without reading every name again).
 
     Returns:
         ``(graph_def, aliases)``: the GraphDef with the aliases (``graph_def`` itself when none
@@ -90,8 +107,12 @@ def keep_user_names(graph_def, user_graph_def, *, fetches=(), feed_map=None, tar
     feed_map = feed_map or {}
     tensor_map = tensor_map or {}
     op_map = op_map or {}
-    present = {node.name for node in graph_def.node}
-    user_nodes = {node.name: node for node in user_graph_def.node}
+    if present is None:
+        present = {node.name for node in graph_def.node}
+    if user_view is not None and user_view.graph_def is user_graph_def:
+        user_nodes = _IndexedNodes(user_view)
+    else:
+        user_nodes = {node.name: node for node in user_graph_def.node}
     functions = {f.signature.name: f for f in user_graph_def.library.function}
 
     fed = collections.defaultdict(dict)  # node -> port -> standing tensor

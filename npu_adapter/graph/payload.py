@@ -78,20 +78,24 @@ def _light_copy(node, target, tensor):
     target.attr[PAYLOAD_ATTR].s = node.name.encode()
 
 
-def strip_payloads(graph_def, min_bytes=None):
+def strip_payloads(graph_def, min_bytes=None, *, ops=None):
     """A light copy of ``graph_def`` and the store that restores it.
 
     Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns
     ``(graph_def, None)`` unchanged when they come to less than ``MIN_TOTAL_BYTES`` together,
     so graphs with small weights pay nothing. ``graph_def`` itself is never modified.
+    ``ops``, the op type of every node in order (a GraphView's ``ops``), spares reading every
+    NodeDef to find the Consts (a tenth of a second at 100k nodes).
     """
     if min_bytes is None:
         min_bytes = MIN_PAYLOAD_BYTES
     big = []
     total = 0
-    for k, node in enumerate(graph_def.node):
-        if node.op != "Const":
-            continue
+    nodes = graph_def.node
+    if ops is None:
+        ops = [node.op for node in nodes]
+    for k in [k for k, op in enumerate(ops) if op == "Const"]:
+        node = nodes[k]
         # The size first (one attr read); the marker only for the few big ones.
         value = node.attr.get("value")
         if value is None:

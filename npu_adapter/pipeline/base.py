@@ -56,6 +56,7 @@ class PassContext:
     graph_num: int = 1
     op_support: typing.Any = None
     _views: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+    _facts: list = dataclasses.field(default_factory=list, repr=False, compare=False)
 
     def graph_view(self, graph_def):
         """A :class:`~npu_adapter.graph.GraphView` of ``graph_def``, reused across passes.
@@ -82,6 +83,36 @@ class PassContext:
     def register_view(self, graph_def, view):
         """Remember ``view`` as the view of ``graph_def`` (keeps the two most recent)."""
         self._views = [(graph_def, view)] + [e for e in self._views if e[0] is not graph_def][:1]
+
+    def graph_facts(self, graph_def):
+        """A dict of facts about ``graph_def`` (this very object) that the pass which wrote it
+        recorded, for the next passes: ``"ops"``, the op type of every node in order, and
+        ``"annotation_free"``, True when no node or function body carries a placement or
+        cluster annotation. Empty for a graph nobody described; facts are only ever a shortcut
+        for what the graph itself says (keeps the three most recent graphs)."""
+        facts = self.known_facts(graph_def)
+        if facts is None:
+            facts = {}
+            self._facts = [(graph_def, facts)] + self._facts[:2]
+        return facts
+
+    def known_facts(self, graph_def):
+        """The facts recorded about ``graph_def``, or None (never records an empty entry)."""
+        for known, facts in self._facts:
+            if known is graph_def:
+                return facts
+        return None
+
+    def node_ops(self, graph_def):
+        """The op type of every node of ``graph_def``, in order: from the recorded facts or a
+        registered view when there is one, else read once from the NodeDefs and recorded."""
+        facts = self.graph_facts(graph_def)
+        ops = facts.get("ops")
+        if ops is None:
+            view = self.cached_view(graph_def)
+            ops = facts["ops"] = view.ops if view is not None \
+                else [node.op for node in graph_def.node]
+        return ops
 
     def get_config(self):
         """The NpuConfig, building a default one (NpuOptimizer present) when none was given."""

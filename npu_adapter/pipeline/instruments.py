@@ -27,6 +27,7 @@ __all__ = [
     "VerifyInstrument",
     "TimingInstrument",
     "InputUnchangedInstrument",
+    "FactsInstrument",
     "DumpInstrument",
     "CaptureInstrument",
     "SkipPassesInstrument",
@@ -120,6 +121,29 @@ class InputUnchangedInstrument(PassInstrument):
                 "modified=False but its output differs"
             raise GraphInvariantError([f"pass {pass_.name!r} reported {said}"],
                                       context="modified-flag check")
+
+
+class FactsInstrument(PassInstrument):
+    """Fails a pass whose recorded facts about its output (``PassContext.graph_facts``)
+    disagree with the output graph itself: facts are shortcuts, never a second truth."""
+
+    def after_pass(self, index, pass_, graph_def, result, ctx):
+        from npu_adapter.vocabulary import PLACEMENT_ATTR
+
+        facts = ctx.known_facts(result.graph_def) or {}
+        out = result.graph_def
+        wrong = []
+        if "ops" in facts and list(facts["ops"]) != [node.op for node in out.node]:
+            wrong.append("ops")
+        if facts.get("annotation_free") and (
+                any(PLACEMENT_ATTR in node.attr for node in out.node)
+                or any(PLACEMENT_ATTR in node.attr for f in out.library.function
+                       for node in f.node_def)):
+            wrong.append("annotation_free")
+        if wrong:
+            raise GraphInvariantError(
+                [f"pass {pass_.name!r} recorded facts its output contradicts: "
+                 + ", ".join(wrong)], context="graph-facts check")
 
 
 class DumpInstrument(PassInstrument):

@@ -126,11 +126,20 @@ def _parse_gear(text):
     return tuple(entries)
 
 
-def clusters_from_graph(graph_def):
-    """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order)."""
+def clusters_from_graph(graph_def, ops=None):
+    """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order).
+
+    ``ops``, the op type of every node (``PassContext.node_ops``), spares reading the NodeDefs
+    of the nodes that cannot be cluster nodes.
+    """
     functions = {f.signature.name: f for f in graph_def.library.function}
     found = []
-    for node in graph_def.node:
+    if ops is None:
+        candidates = graph_def.node
+    else:
+        nodes = graph_def.node
+        candidates = [nodes[i] for i, op in enumerate(ops) if op in CLUSTER_NODE_OPS]
+    for node in candidates:
         if not _is_cluster_node(node):
             continue
         fname = _function_of(node)

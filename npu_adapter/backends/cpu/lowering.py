@@ -41,7 +41,8 @@ def is_state_owner(op_def):
     return any(arg.is_ref or arg.type == _RESOURCE for arg in op_def.output_arg)
 
 
-def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolate=False):
+def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolate=False,
+                            ctx=None):
     """Copy of ``graph_def`` where every ``GeOp`` node is a call of its function.
 
     The call keeps the node's name, inputs, ``Tin``/``Tout`` and every ``_``-prefixed attr (the
@@ -55,15 +56,22 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
     after inlining a call, the arithmetic optimizer can get the sign of
     ``Neg(Neg(Mul(Neg(x), y)))`` wrong when ``Neg(x)`` is also returned by the function — at the
     price of rounding differences in some graphs (kernels then run in the function runtime).
+
+    With the pass context ``ctx``, the op types it knows of ``graph_def`` pick the ``GeOp``
+    nodes, and the output's are recorded for the next passes.
     """
     from tensorflow.core.framework import graph_pb2
 
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
     called = set()
-    for node in out.node:
-        if node.op != GEOP_OP:
-            continue
+    ops = ctx.node_ops(graph_def) if ctx is not None else None
+    if ops is None:
+        geops = [node for node in out.node if node.op == GEOP_OP]
+    else:
+        nodes = out.node
+        geops = [nodes[i] for i, op in enumerate(ops) if op == GEOP_OP]
+    for node in geops:
         called.add(node.attr["function"].func.name)
         node.op = call_op
         node.attr["f"].func.name = node.attr["function"].func.name
@@ -78,6 +86,12 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
             name = fdef.signature.name
             if name in called or name.rpartition("_gear_")[0] in called:
                 fdef.attr["_noinline"].b = True
+    if ops is not None:
+        known = ctx.known_facts(graph_def) or {}
+        facts = ctx.graph_facts(out)
+        facts["ops"] = [call_op if op == GEOP_OP else op for op in ops]
+        if known.get("annotation_free"):
+            facts["annotation_free"] = True  # the calls carry what the GeOps carried
     return out
 
 
@@ -122,7 +136,7 @@ class CpuReferenceBackend(Backend):
     def lower(self, graph_def, clusters, ctx):
         config = ctx.get_config() if ctx is not None else None
         isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
-        return lower_to_function_calls(graph_def, isolate=isolate)
+        return lower_to_function_calls(graph_def, isolate=isolate, ctx=ctx)
 
     def available(self):
         return True, "runs anywhere TensorFlow runs"
