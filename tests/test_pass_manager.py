@@ -16,6 +16,7 @@ from npu_adapter.graph.serialize import to_bytes
 from npu_adapter.op_support import OpSupportList, original_test_fixture_list
 from npu_adapter.pipeline.base import PassBase, PassContext, PassOption, PassResult
 from npu_adapter.pipeline.instruments import (
+    FactsInstrument,
     InputUnchangedInstrument,
     PassInstrument,
     SkipPassesInstrument,
@@ -361,6 +362,47 @@ def test_a_pass_reporting_unmodified_but_changing_the_graph_is_caught():
 def test_a_noop_pass_reporting_modified_is_caught():
     with pytest.raises(GraphInvariantError, match="lies_modified"):
         PassManager([_LiesModified()], [InputUnchangedInstrument()]).run(_graph())
+
+
+class _RecordsFacts(PassBase):
+    """Adds a node and records facts about its output: true ones, or the ``wrong`` one."""
+
+    name = "records_facts"
+
+    def __init__(self, wrong=None):
+        super().__init__()
+        self.wrong = wrong
+
+    def run(self, graph_def, ctx):
+        from npu_adapter.vocabulary import PLACEMENT_ATTR
+
+        out = _with_node(graph_def, "added")
+        facts = ctx.graph_facts(out)
+        facts["ops"] = [node.op for node in out.node]
+        facts["annotation_free"] = True
+        if self.wrong == "ops":
+            facts["ops"] = facts["ops"][:-1]
+        elif self.wrong == "annotation_free":
+            out.node[0].attr[PLACEMENT_ATTR].s = b"host:unsupported_op"
+        return PassResult(out, True)
+
+
+def test_facts_a_pass_records_are_shortcuts_the_next_pass_may_take():
+    ctx = PassContext()
+    result = PassManager([_RecordsFacts()], [FactsInstrument()]).run(_graph(), ctx)
+    assert ctx.node_ops(result.graph_def) == ["Placeholder", "Abs", "Placeholder"]
+    assert ctx.known_facts(result.graph_def)["annotation_free"] is True
+    assert ctx.known_facts(_graph()) is None  # facts belong to one graph object
+    # A graph nobody described: its op types are read once and kept.
+    other = _graph()
+    assert ctx.node_ops(other) == ["Placeholder", "Abs"] and ctx.known_facts(other) == {
+        "ops": ["Placeholder", "Abs"]}
+
+
+@pytest.mark.parametrize("wrong", ["ops", "annotation_free"])
+def test_the_facts_instrument_catches_facts_the_graph_contradicts(wrong):
+    with pytest.raises(GraphInvariantError, match=f"'records_facts' recorded facts.*{wrong}"):
+        PassManager([_RecordsFacts(wrong)], [FactsInstrument()]).run(_graph())
 
 
 class _StrictPurity(PassInstrument):
