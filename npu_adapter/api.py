@@ -148,7 +148,7 @@ def _maps(present, clusters, client_names, fetches, targets, feed_map):
 
 def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, backend="cpu",
             dump_dir=None, graph_num=1, pipeline=None, op_support=None, instruments=(),
-            use_cache=False):
+            use_cache=False, lazy_weights=False):
     """Partition ``graph_def`` for ``backend`` under ``config``.
 
     Args:
@@ -171,6 +171,9 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         use_cache: reuse an earlier identical rewrite of this process and remember this one
             (see :mod:`npu_adapter.pipeline.rewrite_cache`; sessions do); never with dumps or
             instruments, which must watch the passes run.
+        lazy_weights: return the rewritten graph without the large constants' data while
+            nobody reads ``graph_def`` (see ``RewriteResult.light_parts``): sessions take the
+            weights from the user's graph and skip a copy of them.
 
     Returns:
         A :class:`~npu_adapter.pipeline.result.RewriteResult`.
@@ -183,11 +186,11 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
     """
     with collector_paused():
         return _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num,
-                        pipeline, op_support, instruments, use_cache)
+                        pipeline, op_support, instruments, use_cache, lazy_weights)
 
 
 def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num, pipeline,
-             op_support, instruments, use_cache):
+             op_support, instruments, use_cache, lazy_weights):
     import npu_adapter.passes as passes_pkg
     from npu_adapter.backends import get_backend
 
@@ -250,7 +253,12 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
                 rewrite_cache.MEMORY.put(cache_key, *hit)
         if hit is not None:
             light, result = hit
-            result.graph_def = payloads.restore(light) if payloads is not None else light
+            if payloads is None:
+                result.graph_def = light
+            elif lazy_weights:
+                result.with_light_graph(light, payloads)
+            else:
+                result.graph_def = payloads.restore(light)
             return result
     ctx = PassContext(config=npu_config, backend=backend_obj,
                       fetches=tuple(complete_fetch_ports(fetches)),
@@ -274,10 +282,11 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     outcome = manager.run(work, ctx)
     final = outcome.graph_def
     light = None
-    if cache_key is not None:
+    lazy = lazy_weights and payloads is not None
+    if cache_key is not None and not lazy:
         light = type(final)()
         light.CopyFrom(final)  # the restore below fills the weights in place
-    if payloads is not None:
+    if payloads is not None and not lazy:
         payloads.restore(final)
     annotated = capture.graphs.get("encapsulate", final)
     skip_reason = None
@@ -311,7 +320,9 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         graph_def=final,
         clusters=clusters,
         placement=placement,
-        modified=final is not user_graph and final != user_graph,
+        # (A light final graph compares with the light input, their weights being the same.)
+        modified=final is not user_graph and final is not graph_def
+        and final != (graph_def if lazy else user_graph),
         skip_reason=skip_reason,
         tensor_map=tensor_map,
         op_map=op_map,
@@ -321,6 +332,9 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         pass_info={name: result.info for name, result in outcome.results},
         aliases=aliases,
     )
+    if lazy:
+        result.with_light_graph(final, payloads)
+        light = final  # the cache copies it
     if cache_key is not None:
         from npu_adapter.pipeline import rewrite_cache
 

@@ -12,11 +12,12 @@ rewrite of the full graph (tests/test_payload.py checks this on the model corpus
 Function bodies in the input library are left as they are (they are copied whole, as before).
 """
 
-from tensorflow.core.framework import graph_pb2, types_pb2
+from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 
 from npu_adapter.graph.types import tensor_bytes
 
-__all__ = ["PAYLOAD_ATTR", "MIN_PAYLOAD_BYTES", "PayloadStore", "strip_payloads"]
+__all__ = ["PAYLOAD_ATTR", "MIN_PAYLOAD_BYTES", "PayloadStore", "strip_payloads",
+           "is_light_form_of"]
 
 PAYLOAD_ATTR = "_npu_adapter_payload"
 # Consts smaller than this are copied as they are: rebuilding a node attribute by attribute costs
@@ -41,6 +42,27 @@ class PayloadStore:
         """Remember ``tensor`` (not copied) as the payload of the node called ``name``."""
         self._tensors[name] = tensor
 
+    def restore_node(self, node):
+        """Put the payload back into ``node`` (a NodeDef, edited in place) when it is marked;
+        returns whether it was."""
+        if PAYLOAD_ATTR not in node.attr:
+            return False
+        key = node.attr[PAYLOAD_ATTR].s.decode()
+        node.attr["value"].tensor.CopyFrom(self._tensors[key])
+        del node.attr[PAYLOAD_ATTR]
+        return True
+
+    def restored_function(self, fdef):
+        """``fdef`` itself when no node of its body is marked, else a copy with the payloads
+        put back."""
+        if not any(PAYLOAD_ATTR in node.attr for node in fdef.node_def):
+            return fdef
+        copy = type(fdef)()
+        copy.CopyFrom(fdef)
+        for node in copy.node_def:
+            self.restore_node(node)
+        return copy
+
     def restore(self, graph_def):
         """Put the payloads back into every marked node of ``graph_def`` (in place, top-level
         nodes and function bodies) and drop the markers. Returns ``graph_def``."""
@@ -49,12 +71,20 @@ class PayloadStore:
         bodies = [graph_def.node] + [f.node_def for f in graph_def.library.function]
         for nodes in bodies:
             for node in nodes:
-                if PAYLOAD_ATTR not in node.attr:
-                    continue
-                key = node.attr[PAYLOAD_ATTR].s.decode()
-                node.attr["value"].tensor.CopyFrom(self._tensors[key])
-                del node.attr[PAYLOAD_ATTR]
+                self.restore_node(node)
         return graph_def
+
+
+def is_light_form_of(light, node):
+    """Whether ``light`` is what ``strip_payloads`` makes of ``node`` (a NodeDef whose value
+    ``light`` does not hold): marked with ``node``'s name and equal to it but for the data.
+    Compares without copying the data."""
+    if PAYLOAD_ATTR not in light.attr or light.attr[PAYLOAD_ATTR].s != node.name.encode() \
+            or PAYLOAD_ATTR in node.attr or "value" not in node.attr:
+        return False
+    expected = node_def_pb2.NodeDef()
+    _light_copy(node, expected, node.attr["value"].tensor)
+    return expected == light
 
 
 def _light_copy(node, target, tensor):

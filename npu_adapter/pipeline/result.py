@@ -303,6 +303,11 @@ class RewriteResult:
         aliases: dict user node name → the tensors (or ``^ops``) its alias node in
             ``graph_def`` reads: the nodes that keep fetched, fed and target names valid after
             their nodes moved into clusters (:mod:`npu_adapter.graph.aliases`).
+
+    A result may hold its graph without the weights at first (:meth:`with_light_graph`, as
+    ``rewrite`` returns to sessions): ``graph_def`` then puts them back on first access, into a
+    copy, while :meth:`light_parts` gives the light graph and its payload store to a reader
+    that takes the weights from elsewhere.
     """
 
     graph_def: typing.Any
@@ -317,6 +322,19 @@ class RewriteResult:
     timings: list = dataclasses.field(default_factory=list)
     pass_info: dict = dataclasses.field(default_factory=dict)
     aliases: dict = dataclasses.field(default_factory=dict)
+
+    def with_light_graph(self, light_graph_def, payloads):
+        """Hold ``light_graph_def`` (see :mod:`npu_adapter.graph.payload`) instead of the full
+        graph; ``payloads`` restores it when ``graph_def`` is read. Returns ``self``."""
+        self.__dict__["_light"] = (light_graph_def, payloads)
+        self.__dict__["_graph_def"] = None
+        return self
+
+    def light_parts(self):
+        """``(graph, payloads)``: the light graph and the store of its weights while the full
+        graph was not asked for, else ``(graph_def, None)``."""
+        light = self.__dict__.get("_light")
+        return light if light is not None else (self.graph_def, None)
 
     def cluster(self, name):
         """The :class:`ClusterInfo` called ``name`` (KeyError if none)."""
@@ -346,3 +364,24 @@ class RewriteResult:
             key = (p["device"], p["reason"])
             counts[key] = counts.get(key, 0) + 1
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _get_graph_def(self):
+    light = self.__dict__.get("_light")
+    if light is not None:
+        graph_def, payloads = light
+        full = type(graph_def)()
+        full.CopyFrom(graph_def)  # the light graph stays as it is for its other readers
+        self.__dict__["_graph_def"] = payloads.restore(full)
+        self.__dict__["_light"] = None
+    return self.__dict__["_graph_def"]
+
+
+def _set_graph_def(self, graph_def):
+    self.__dict__["_graph_def"] = graph_def
+    self.__dict__["_light"] = None
+
+
+# ``graph_def`` stays a dataclass field (constructor argument, comparison, repr) whose value may
+# be restored on first access: the property stands in for the plain attribute.
+RewriteResult.graph_def = property(_get_graph_def, _set_graph_def, doc="The rewritten GraphDef.")

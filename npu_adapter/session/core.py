@@ -501,21 +501,30 @@ class _NpuSessionMixin:
             result = rewrite(graph_def, config, fetches=list(tensors), targets=list(ops),
                              feeds=list(feeds), backend=self._npu_backend,
                              dump_dir=config.npu_adapter_dump_dir or None,
-                             graph_num=shadow.graph_num(graph_def), use_cache=True)
+                             graph_num=shadow.graph_num(graph_def), use_cache=True,
+                             lazy_weights=True)
         except RewriteError as exc:
             error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
             raise error_cls(None, None, str(exc)) from exc
         signature.result = result
-        graph_def = self._npu_instrumented(result.graph_def)
         maps = {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
                 "targets": {o: result.op_map.get(o, o) for o in ops},
                 "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
         signature.loop = loop_target(ops, config)
         if signature.loop is not None:
-            signature.base = install_loop(shadow, graph_def, user_nodes,
-                                          int(config.iterations_per_loop), **maps)
+            signature.base = install_loop(shadow, self._npu_instrumented(result.graph_def),
+                                          user_nodes, int(config.iterations_per_loop), **maps)
+        elif self._npu_dump is not None:
+            signature.base = shadow.install(self._npu_instrumented(result.graph_def),
+                                            user_nodes, **maps)
         else:
-            signature.base = shadow.install(graph_def, user_nodes, **maps)
+            # The rewritten graph without its weights: the shadow takes them from the user's
+            # graph (one copy of the weights less; see graph/payload.py). The profiler only
+            # indexes names.
+            light, payloads = result.light_parts()
+            if self._npu_profiler is not None:
+                self._npu_profiler.register_graph(light)
+            signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
 
     def _npu_instrumented(self, graph_def):
         """``graph_def`` reporting to the session's data dump, known to its profiler."""

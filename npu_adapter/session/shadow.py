@@ -28,6 +28,7 @@ from npu_adapter.backends.cpu import is_state_owner
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.forwarding import bypass_argument_identities
 from npu_adapter.graph.names import parse_input
+from npu_adapter.graph.payload import is_light_form_of
 from npu_adapter.graph.serialized import (
     frame_node,
     import_serialized,
@@ -187,7 +188,8 @@ class ShadowGraph:
                 return scope
 
     # ---------------------------------------------------------------------------- install
-    def install(self, graph_def, user_nodes, *, fetches=None, targets=None, feeds=None):
+    def install(self, graph_def, user_nodes, *, fetches=None, targets=None, feeds=None,
+                payloads=None):
         """Import ``graph_def`` (a rewritten client graph, or an unrewritten one) into the shadow.
 
         Nodes equal to the user's node of the same name (``user_nodes``: name → NodeDef of the
@@ -200,6 +202,10 @@ class ShadowGraph:
             fetches: user tensor name → tensor name in ``graph_def``.
             targets: user op name → op name in ``graph_def``.
             feeds: user fed tensor name → tensor name in ``graph_def`` standing for it.
+            payloads: the ``PayloadStore`` of a light ``graph_def`` (see graph/payload.py): a
+                light Const marked with its own name counts as the user's node when it is that
+                node but for the data, and the data of every other marked node is put back in
+                the copy that is imported.
 
         Returns:
             An :class:`Installed` mapping those user names to shadow tensors and ops.
@@ -207,11 +213,11 @@ class ShadowGraph:
         with self.lock:
             try:
                 return self._install(graph_def, user_nodes, fetches or {}, targets or {},
-                                     feeds or {})
+                                     feeds or {}, payloads)
             finally:
                 self._serialized = None
 
-    def _install(self, graph_def, user_nodes, fetches, targets, feeds):
+    def _install(self, graph_def, user_nodes, fetches, targets, feeds, payloads):
         graph = self.graph
         nodes = list(graph_def.node)
         by_name = {n.name: n for n in nodes}
@@ -223,9 +229,12 @@ class ShadowGraph:
             if node.name in stand_ins:
                 continue
             orig = user_nodes.get(node.name)
-            if orig is None or not _same_node(orig, node):
+            if orig is None or not (_same_node(orig, node) or (
+                    payloads is not None and is_light_form_of(node, orig))):
                 changed.add(node.name)
-            elif node.name in self._present and not _same_node(self._present[node.name], node):
+                continue
+            present = self._present.get(node.name)
+            if present is not None and present is not orig and not _same_node(present, orig):
                 changed.add(node.name)  # the user's node changed since the shadow imported it
         consumers = collections.defaultdict(list)
         for node in nodes:
@@ -247,20 +256,21 @@ class ShadowGraph:
                 bound[stand_in] = fed
             else:
                 changed.add(stand_in)
-        self.add_functions(graph_def.library)
+        self.add_functions(graph_def.library, payloads)
         # 2. The user's own nodes the shadow does not have yet, under their own names.
         own_new = [n for n in nodes if n.name not in changed and n.name not in stand_ins
                    and n.name not in self._present]
         if own_new:
             self._import(graph_def, own_new, {n.name for n in own_new}, None, {},
-                         wire=self._wire_forms(own_new, user_nodes))
+                         wire=self._wire_forms(own_new, user_nodes), payloads=payloads)
             for node in own_new:
-                self._present[node.name] = node
+                # The user's NodeDef (``node`` equals it, or is its light form).
+                self._present[node.name] = user_nodes[node.name]
         # 3. The changed part, under a fresh scope.
         scope = self.new_scope() if changed else None
         if changed:
             self._import(graph_def, [n for n in nodes if n.name in changed], changed, scope,
-                         bound)
+                         bound, payloads=payloads)
 
         def tensor(name):
             node, port, _ = parse_input(name)
@@ -286,7 +296,7 @@ class ShadowGraph:
         with self.lock:
             return self.reuse.stateful_op(self.graph, self._functions)
 
-    def add_functions(self, library):
+    def add_functions(self, library, payloads=None):
         """Add the functions of ``library`` the shadow does not hold yet, each exactly once.
 
         ``import_graph_def`` would copy a GraphDef's whole library at every import and then
@@ -295,17 +305,24 @@ class ShadowGraph:
         function is serialised once; one the shadow holds is skipped when equal (field
         comparison, no serialisation). A different function under a taken name is handed to
         TensorFlow, which rejects it as an import would. Libraries with gradient entries take
-        TensorFlow's own path (``function.from_library`` pairs them).
+        TensorFlow's own path (``function.from_library`` pairs them). With ``payloads`` (a light
+        library), functions are compared and added with their data put back.
         """
         from tensorflow.python.framework import function as tf_function
 
-        new = [f for f in library.function
-               if self._functions.get(f.signature.name) != f]
+        functions = list(library.function)
+        if payloads is not None:
+            functions = [payloads.restored_function(f) for f in functions]
+        new = [f for f in functions if self._functions.get(f.signature.name) != f]
         if not new and not library.gradient:
             return
         if library.gradient:
             subset = type(library)()
             subset.CopyFrom(library)
+            if payloads is not None:
+                for fdef in subset.function:
+                    for node in fdef.node_def:
+                        payloads.restore_node(node)
             defined = tf_function.from_library(subset)
         else:
             # The rewrite's functions (not the user's) run without their forwarding
@@ -316,7 +333,7 @@ class ShadowGraph:
         with self.graph.as_default():  # outside it, add_to_graph adds to the eager context
             for f in defined:
                 f.add_to_graph(self.graph)
-        for f in library.function:
+        for f in functions:
             self._functions[f.signature.name] = f
 
     def _user_function_names(self):
@@ -347,11 +364,12 @@ class ShadowGraph:
             return True
         return bool(self.graph.get_operation_by_name(name).outputs)
 
-    def _import(self, graph_def, nodes, importing, scope, bound, wire=None):
+    def _import(self, graph_def, nodes, importing, scope, bound, wire=None, payloads=None):
         """Import ``nodes`` of ``graph_def`` (their names: ``importing``) under ``scope`` (None:
         their own names), binding every other input to the shadow's node of that name, or to
         the fed tensor for ``bound`` stand-ins. ``wire`` (own names only) holds serialized
-        nodes equal to theirs, imported from those bytes instead of a copy."""
+        nodes equal to theirs (or to their data, for light nodes), imported from those bytes
+        instead of a copy; the copies of light nodes get their data back from ``payloads``."""
         graph = self.graph
         out = graph_pb2.GraphDef()
         out.versions.CopyFrom(graph_def.versions)  # the library is added by add_functions
@@ -369,6 +387,8 @@ class ShadowGraph:
             else:
                 copy = out.node.add()
                 copy.CopyFrom(node)
+                if payloads is not None:
+                    payloads.restore_node(copy)
                 if FED_TENSOR_ATTR in copy.attr:
                     del copy.attr[FED_TENSOR_ATTR]
                 detach_foreign_colocation(copy, importing, colocations)
