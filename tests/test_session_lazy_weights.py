@@ -124,6 +124,12 @@ def test_a_light_node_is_the_users_only_with_the_same_name_and_metadata(small_pa
     renamed.name = "v"
     assert not is_light_form_of(light, renamed)  # the marker names another node
     assert not is_light_form_of(w, w)  # not light at all
+    # Colocation groups the rewrite may drop are ignored when asked.
+    grouped = type(w)()
+    grouped.CopyFrom(w)
+    grouped.attr["_class"].list.s.append(b"loc:@elsewhere")
+    assert not is_light_form_of(light, grouped)
+    assert is_light_form_of(light, grouped, ignore_attrs=("_class",))
 
 
 def _graph_of(node):

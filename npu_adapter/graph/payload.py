@@ -75,15 +75,24 @@ class PayloadStore:
         return graph_def
 
 
-def is_light_form_of(light, node):
+def is_light_form_of(light, node, ignore_attrs=()):
     """Whether ``light`` is what ``strip_payloads`` makes of ``node`` (a NodeDef whose value
-    ``light`` does not hold): marked with ``node``'s name and equal to it but for the data.
-    Compares without copying the data."""
+    ``light`` does not hold): marked with ``node``'s name and equal to it but for the data and
+    the attributes ``ignore_attrs``. Compares without copying the data."""
     if PAYLOAD_ATTR not in light.attr or light.attr[PAYLOAD_ATTR].s != node.name.encode() \
             or PAYLOAD_ATTR in node.attr or "value" not in node.attr:
         return False
     expected = node_def_pb2.NodeDef()
     _light_copy(node, expected, node.attr["value"].tensor)
+    ignored = [key for key in ignore_attrs if key in light.attr or key in expected.attr]
+    if ignored:
+        copy = node_def_pb2.NodeDef()
+        copy.CopyFrom(light)  # light: no data to copy
+        for key in ignored:
+            for message in (copy, expected):
+                if key in message.attr:
+                    del message.attr[key]
+        light = copy
     return expected == light
 
 

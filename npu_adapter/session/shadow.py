@@ -28,7 +28,7 @@ from npu_adapter.backends.cpu import is_state_owner
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.forwarding import bypass_argument_identities
 from npu_adapter.graph.names import parse_input
-from npu_adapter.graph.payload import is_light_form_of
+from npu_adapter.graph.payload import PAYLOAD_ATTR, is_light_form_of
 from npu_adapter.graph.serialized import (
     frame_node,
     import_serialized,
@@ -229,8 +229,14 @@ class ShadowGraph:
             if node.name in stand_ins:
                 continue
             orig = user_nodes.get(node.name)
-            if orig is None or not (_same_node(orig, node) or (
-                    payloads is not None and is_light_form_of(node, orig))):
+            if orig is None:
+                changed.add(node.name)
+                continue
+            if payloads is not None and PAYLOAD_ATTR in node.attr:
+                same = is_light_form_of(node, orig, ignore_attrs=("_class",))
+            else:
+                same = _same_node(orig, node)
+            if not same:
                 changed.add(node.name)
                 continue
             present = self._present.get(node.name)
