@@ -213,9 +213,10 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     view = GraphView(graph_def)
     if not dump_instruments and not instruments:
         # Nobody looks at the intermediate graphs: the passes run without the constants' data
-        # (see graph/payload.py), which is put back into the final graph below. Dumps and
-        # instruments see the full graphs. The light graph differs from the user's in attribute
-        # values only, so the view is shared.
+        # (see graph/payload.py), which is put back into the final graph below (with
+        # lazy_weights, when the result's graph_def is first read). Dumps and instruments see
+        # the full graphs. The light graph differs from the user's in attribute values only, so
+        # the view is shared.
         graph_def, payloads = strip_payloads(graph_def, ops=view.ops)
         if payloads is not None:
             view = view.rebind(graph_def)

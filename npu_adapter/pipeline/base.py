@@ -32,6 +32,14 @@ class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", 
         return super().__new__(cls, graph_def, bool(modified), dict(info or {}))
 
 
+def _entry_of(entries, graph_def):
+    """The value recorded for this very ``graph_def`` object in ``(graph, value)`` pairs."""
+    for known, value in entries:
+        if known is graph_def:
+            return value
+    return None
+
+
 @dataclasses.dataclass
 class PassContext:
     """Everything a pass may read besides the GraphDef. Passes treat it as read-only.
@@ -64,9 +72,9 @@ class PassContext:
         Passes that only change attributes register a rebound view of their output
         (:meth:`register_view`), so the next pass does not index the graph again.
         """
-        for known, view in self._views:
-            if known is graph_def:
-                return view
+        view = _entry_of(self._views, graph_def)
+        if view is not None:
+            return view
         from npu_adapter.graph.view import GraphView
 
         view = GraphView(graph_def)
@@ -75,10 +83,7 @@ class PassContext:
 
     def cached_view(self, graph_def):
         """The registered view of ``graph_def``, or None (never builds one)."""
-        for known, view in self._views:
-            if known is graph_def:
-                return view
-        return None
+        return _entry_of(self._views, graph_def)
 
     def register_view(self, graph_def, view):
         """Remember ``view`` as the view of ``graph_def`` (keeps the two most recent)."""
@@ -87,9 +92,10 @@ class PassContext:
     def graph_facts(self, graph_def):
         """A dict of facts about ``graph_def`` (this very object) that the pass which wrote it
         recorded, for the next passes: ``"ops"``, the op type of every node in order, and
-        ``"annotation_free"``, True when no node or function body carries a placement or
-        cluster annotation. Empty for a graph nobody described; facts are only ever a shortcut
-        for what the graph itself says (keeps the three most recent graphs)."""
+        ``"annotation_free"``, True when no node or function body carries a placement
+        annotation (what ``finalize`` removes). Empty for a graph nobody described; facts
+        are only ever a shortcut for what the graph itself says (keeps the three most recent
+        graphs)."""
         facts = self.known_facts(graph_def)
         if facts is None:
             facts = {}
@@ -98,10 +104,7 @@ class PassContext:
 
     def known_facts(self, graph_def):
         """The facts recorded about ``graph_def``, or None (never records an empty entry)."""
-        for known, facts in self._facts:
-            if known is graph_def:
-                return facts
-        return None
+        return _entry_of(self._facts, graph_def)
 
     def node_ops(self, graph_def):
         """The op type of every node of ``graph_def``, in order: from the recorded facts or a
