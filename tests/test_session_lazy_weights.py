@@ -136,3 +136,37 @@ def _graph_of(node):
     graph_def = tf1.GraphDef()
     graph_def.node.add().CopyFrom(node)
     return graph_def
+
+
+def test_a_light_library_with_gradients_enters_the_shadow_with_its_data():
+    """Libraries with gradient entries take TensorFlow's own path: with their data too."""
+    weights = np.arange(64, dtype=np.float32).reshape(8, 8)
+
+    @tf.function(input_signature=[tf.TensorSpec([8, 8], tf.float32)], autograph=False)
+    def matmul(x):
+        return tf.matmul(x, tf.constant(weights))
+
+    library = tf1.GraphDef().library
+    for name in ("MatMulWeights", "MatMulWeightsGrad"):
+        fdef = library.function.add()
+        fdef.CopyFrom(matmul.get_concrete_function().function_def)
+        fdef.signature.name = name
+    library.gradient.add(function_name="MatMulWeights", gradient_func="MatMulWeightsGrad")
+    full = type(library)()
+    full.CopyFrom(library)
+    store = PayloadStore()
+    for fdef, original in zip(library.function, full.function):
+        # Mark each body's Const as strip_payloads marks a node.
+        const = next(node for node in fdef.node_def if node.op == "Const")
+        kept = next(node for node in original.node_def if node.name == const.name)
+        store.set_aside(const.name, kept.attr["value"].tensor)
+        const.attr["value"].tensor.ClearField("tensor_content")
+        const.attr[PAYLOAD_ATTR].s = const.name.encode()
+    shadow = ShadowGraph.for_graph(tf.Graph())
+    shadow.add_functions(library, store)
+    held = {f.signature.name: f for f in shadow.graph.as_graph_def().library.function}
+    for name in ("MatMulWeights", "MatMulWeightsGrad"):
+        const = next(node for node in held[name].node_def if node.op == "Const")
+        assert PAYLOAD_ATTR not in const.attr
+        np.testing.assert_array_equal(tf.make_ndarray(const.attr["value"].tensor), weights)
+    assert any(PAYLOAD_ATTR in n.attr for n in library.function[0].node_def)  # input unchanged

@@ -325,10 +325,9 @@ class ShadowGraph:
         if library.gradient:
             subset = type(library)()
             subset.CopyFrom(library)
-            if payloads is not None:
-                for fdef in subset.function:
-                    for node in fdef.node_def:
-                        payloads.restore_node(node)
+            if payloads is not None:  # the functions with their data, restored above
+                del subset.function[:]
+                subset.function.extend(functions)
             defined = tf_function.from_library(subset)
         else:
             # The rewrite's functions (not the user's) run without their forwarding
