@@ -61,7 +61,9 @@ def test_a_frozen_model_runs_the_same_without_them():
         w = tf.constant(rs.randn(256, 4096).astype(np.float32), name="w")  # 4 MB: passed in
         y = tf.nn.relu(tf.matmul(x, tf.identity(w, name="w/read")), name="y")
     feed = {x: rs.randn(3, 256).astype(np.float32)}
-    config = NpuConfig.from_dict({}).to_config_proto()
+    # Isolated, the cluster stays a function in the shadow (a session installs it inlined
+    # otherwise, and the forwarding Identities are then plain nodes of the graph).
+    config = NpuConfig.from_dict({"npu_adapter_isolate_clusters": True}).to_config_proto()
     with NpuSession(graph=graph, config=config) as sess:
         value = sess.run(y, feed)
         shadow_functions = sess._npu_shadow.graph.as_graph_def().library.function

@@ -128,7 +128,12 @@ def test_import_serialized_binds_the_input_map_and_names_a_missing_key():
 # ------------------------------------------------------------------------- in the shadow
 @pytest.fixture
 def taken(monkeypatch):
-    """The names of the nodes each install takes from the bytes, one set per install."""
+    """The names of the nodes each install takes from the bytes, one set per install.
+
+    The shadow's first install imports the user's whole graph from TensorFlow's buffer when it
+    can (tests/test_graph_inline.py); that is turned off here, so these tests see the node by
+    node import that later installs and graphs with functions take."""
+    monkeypatch.setattr(ShadowGraph, "_import_user_graph", lambda self, *args: False)
     found_per_install = []
     real = wire.SerializedGraph.node_bytes
 

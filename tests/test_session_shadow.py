@@ -239,12 +239,12 @@ def test_functions_enter_the_shadow_once_and_a_clash_is_refused():
         shadow.add_functions(_function_library(2.0))
 
 
-def _tiny_step_nodes(min_graph_nodes=None):
+def _tiny_step_nodes(min_graph_nodes=None, isolate=False):
     graph = tf.Graph()
     with graph.as_default():
         x = tf1.placeholder(tf.float32, [2, 2], name="x")
         y = tf.tanh(tf.matmul(x, tf.constant(np.eye(2, dtype=np.float32))) + 1.0, name="y")
-    config = npu_config()
+    config = npu_config(npu_adapter_isolate_clusters=isolate)
     if min_graph_nodes is not None:
         config.graph_options.rewrite_options.min_graph_nodes = min_graph_nodes
     feed = {x: np.ones((2, 2), np.float32)}
@@ -258,12 +258,28 @@ def _tiny_step_nodes(min_graph_nodes=None):
     return [n.node_name for d in metadata.step_stats.dev_stats for n in d.node_stats]
 
 
-def test_a_tiny_cluster_is_inlined_unless_the_user_chose_grapplers_minimum():
-    # The rewritten signature has fewer nodes than Grappler's default minimum: the session
-    # lowers that minimum so the cluster call is inlined (no function _Arg/_Retval nodes).
+def test_a_tiny_cluster_runs_inlined_whatever_grapplers_minimum():
+    # The session installs the cluster inlined (graph/inline.py): no function _Arg/_Retval
+    # nodes run, also under a Grappler minimum the user set, which leaves calls as they are.
+    for minimum in (None, 100):
+        names = _tiny_step_nodes(min_graph_nodes=minimum)
+        assert not any(n.endswith(("_RetVal", "_arg")) for n in names), names
+        assert any("/GeOp" in n and n.endswith("/MatMul") for n in names), names
+    # Isolated clusters stay calls and run as functions of their own.
+    names = _tiny_step_nodes(isolate=True)
+    assert any(n.endswith("_RetVal") for n in names), names
+
+
+def test_a_tiny_call_left_a_call_is_inlined_by_grappler_unless_the_user_chose_its_minimum(
+        monkeypatch):
+    # A call the install leaves a call (as the xla backend's are): the rewritten signature has
+    # fewer nodes than Grappler's default minimum, so the session lowers that minimum and
+    # Grappler inlines the call; a minimum the user set is theirs.
+    from npu_adapter.backends.cpu import CpuReferenceBackend
+
+    monkeypatch.setattr(CpuReferenceBackend, "inlines_calls_at_install", False)
     names = _tiny_step_nodes()
     assert not any(n.endswith(("_RetVal", "_arg")) for n in names), names
-    # A minimum the user set is theirs: the call then runs as a function of its own.
     names = _tiny_step_nodes(min_graph_nodes=100)
     assert any(n.endswith("_RetVal") for n in names), names
 

@@ -53,6 +53,10 @@ class Backend(abc.ABC):
     # graph (see session/reuse.py). The XLA runtime counts the executables of its session; the
     # CANN runtime's graphs call back into it.
     reuses_tf_sessions = False
+    # True when the cluster calls of a rewrite are plain TensorFlow function calls that
+    # TensorFlow would inline at the first run anyway: sessions then install them inlined
+    # (see graph/inline.py), which spares TensorFlow the function instantiation.
+    inlines_calls_at_install = False
 
     def op_support(self, config):
         """The op-support list for this backend under ``config``.

@@ -19,7 +19,7 @@ TensorFlow lacks one of them, :func:`raw_import_supported` is False and callers 
 from tensorflow.core.framework import graph_pb2
 
 __all__ = ["SerializedGraph", "serialized_graph_def", "node_spans", "frame_node",
-           "raw_import_supported", "import_serialized"]
+           "raw_import_supported", "import_serialized", "import_buffer"]
 
 _NODE_KEY = 0x0A  # GraphDef field 1 (node), wire type 2 (length-delimited)
 
@@ -88,14 +88,31 @@ def frame_node(serialized_node):
 
 
 class SerializedGraph:
-    """A GraphDef's serialized bytes with the span of each node, found on first use."""
+    """A GraphDef's serialized bytes with the span of each node, found on first use; and, when
+    TensorFlow wrote them, TensorFlow's own buffer of the same bytes (``buffer``, freed by
+    :meth:`release` or with this object), which imports without a copy on the Python side."""
 
-    __slots__ = ("data", "_spans", "_names")
+    __slots__ = ("data", "_spans", "_names", "buffer")
 
-    def __init__(self, data, names):
+    def __init__(self, data, names, buffer=None):
         self.data = data
         self._names = names  # node names in GraphDef order
         self._spans = None
+        self.buffer = buffer
+
+    def release(self):
+        """Free TensorFlow's buffer (the bytes stay)."""
+        buffer, self.buffer = self.buffer, None
+        if buffer is not None:
+            from tensorflow.python.client import pywrap_tf_session as c_api
+
+            c_api.TF_DeleteBuffer(buffer)
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: TensorFlow may be gone
+            pass
 
     def node_bytes(self, names):
         """``{name: memoryview of the node's serialized entry}`` for the nodes ``names`` (a
@@ -117,20 +134,28 @@ class SerializedGraph:
         return out
 
 
-def serialized_graph_def(graph):
+def serialized_graph_def(graph, keep_buffer=False):
     """``(GraphDef, SerializedGraph)`` of ``graph``: what ``graph.as_graph_def()`` returns, and
-    the bytes it was parsed from (which ``as_graph_def`` drops)."""
+    the bytes it was parsed from (which ``as_graph_def`` drops); with ``keep_buffer``, also
+    TensorFlow's buffer of them (see :func:`import_buffer`)."""
     from tensorflow.python.client import pywrap_tf_session as c_api
-    from tensorflow.python.framework import c_api_util
 
-    # The locks and calls of Graph._as_graph_def.
-    with graph._lock, c_api_util.tf_buffer() as buffer, graph._c_graph.get() as c_graph:
-        c_api.TF_GraphToGraphDef(c_graph, buffer)
-        data = c_api.TF_GetBuffer(buffer)
+    # The locks and calls of Graph._as_graph_def (whose tf_buffer() frees the buffer at once).
+    buffer = c_api.TF_NewBuffer()
+    try:
+        with graph._lock, graph._c_graph.get() as c_graph:
+            c_api.TF_GraphToGraphDef(c_graph, buffer)
+            data = c_api.TF_GetBuffer(buffer)
+    except BaseException:
+        c_api.TF_DeleteBuffer(buffer)
+        raise
+    if not keep_buffer:
+        c_api.TF_DeleteBuffer(buffer)
+        buffer = None
     graph_def = graph_pb2.GraphDef.FromString(data)
     if not graph_def.library.function:
         graph_def.ClearField("library")  # as as_graph_def does
-    return graph_def, SerializedGraph(data, [n.name for n in graph_def.node])
+    return graph_def, SerializedGraph(data, [n.name for n in graph_def.node], buffer)
 
 
 def raw_import_supported():
@@ -147,6 +172,8 @@ def raw_import_supported():
         hasattr(c_api_util, "ScopedTFImportGraphDefResults"),
         hasattr(c_api_util, "tf_buffer"),
         hasattr(c_api, "TF_GraphImportGraphDefWithResults"),
+        hasattr(c_api, "TF_NewBuffer"),
+        hasattr(c_api, "TF_DeleteBuffer"),
         hasattr(c_api, "TF_ImportGraphDefResultsMissingUnusedInputMappings_wrapper"),
     ))
 
@@ -162,6 +189,25 @@ def import_serialized(graph, data, input_map=None):
         ValueError: TensorFlow rejects the graph, or an ``input_map`` key names no input of it
             (as ``import_graph_def`` raises).
     """
+    from tensorflow.python.framework import c_api_util
+
+    with c_api_util.tf_buffer(data) as buffer:
+        _import(graph, buffer, input_map)
+
+
+def import_buffer(graph, buffer):
+    """Import the GraphDef in TensorFlow's buffer ``buffer`` (a ``SerializedGraph.buffer``)
+    into ``graph`` under the nodes' own names, as :func:`import_serialized` does with bytes,
+    without copying them into a new buffer first. The GraphDef must have no function library
+    (``import_graph_def`` also registers imported functions on the Python side).
+
+    Raises:
+        ValueError: TensorFlow rejects the graph.
+    """
+    _import(graph, buffer, None)
+
+
+def _import(graph, buffer, input_map):
     from tensorflow.python.client import pywrap_tf_session as c_api
     from tensorflow.python.framework import c_api_util, errors, importer
 
@@ -170,14 +216,13 @@ def import_serialized(graph, data, input_map=None):
     importer._PopulateTFImportGraphDefOptions(
         scoped_options.options, "", input_map, None, True)
     with graph._mutation_lock():
-        with c_api_util.tf_buffer(data) as buffer:
-            try:
-                with graph._c_graph.get() as c_graph:
-                    results = c_api.TF_GraphImportGraphDefWithResults(
-                        c_graph, buffer, scoped_options.options)
-                results = c_api_util.ScopedTFImportGraphDefResults(results)
-            except errors.InvalidArgumentError as exc:
-                raise ValueError(str(exc)) from None
+        try:
+            with graph._c_graph.get() as c_graph:
+                results = c_api.TF_GraphImportGraphDefWithResults(
+                    c_graph, buffer, scoped_options.options)
+            results = c_api_util.ScopedTFImportGraphDefResults(results)
+        except errors.InvalidArgumentError as exc:
+            raise ValueError(str(exc)) from None
         importer._ProcessNewOps(graph)
     missing = c_api.TF_ImportGraphDefResultsMissingUnusedInputMappings_wrapper(results.results)
     if missing:

@@ -12,7 +12,9 @@ around ``Session.run``:
    is still the user's graph.
 3. Per run signature (fetched tensors, target ops, fed tensors) the client graph is rewritten once
    (:func:`npu_adapter.rewrite`) and installed in the shadow; every session on the same graph
-   and options shares it. With ``iterations_per_loop`` > 1 a run of the loop target runs N steps
+   and options shares it. A backend whose clusters are plain TensorFlow function calls (the CPU
+   reference) has them installed inlined, as TensorFlow's first run would inline them
+   (:mod:`npu_adapter.graph.inline`). With ``iterations_per_loop`` > 1 a run of the loop target runs N steps
    in one TensorFlow loop (:mod:`npu_adapter.session.loop`).
 4. ``run`` maps the fetches and feeds to the shadow graph, asks the backend's runtime which
    variant of the signature this run executes (gears called directly, lazy_recompile
@@ -39,6 +41,7 @@ from tensorflow.python.client import pywrap_tf_session as tf_session
 from npu_adapter import distributed
 from npu_adapter.collector import collector_paused
 from npu_adapter.errors import RewriteError
+from npu_adapter.graph.inline import inline_calls
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
 from npu_adapter.session.loop import install_loop, loop_target
 from npu_adapter.session.reuse import closed_handle, release_handle
@@ -524,6 +527,10 @@ class _NpuSessionMixin:
             light, payloads = result.light_parts()
             if self._npu_profiler is not None:
                 self._npu_profiler.register_graph(light)
+            if self._npu_backend.inlines_calls_at_install:
+                clusters = {c.name for c in result.clusters}
+                light, _ = inline_calls(
+                    light, lambda call, fdef: fdef.signature.name in clusters)
             signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
 
     def _npu_instrumented(self, graph_def):

@@ -101,6 +101,9 @@ class CpuReferenceBackend(Backend):
     name = "cpu"
     portable_rewrites = True  # plain TensorFlow functions
     reuses_tf_sessions = True  # the runtime's records (gears, lazy shapes) are its own
+    # A session installs the calls inlined, as TensorFlow's first run would inline them
+    # (except under npu_adapter_isolate_clusters, whose _noinline functions stay calls).
+    inlines_calls_at_install = True
     runtime_class = "npu_adapter.backends.cpu.runtime:CpuReferenceRuntime"
     per_op_node_support = True  # graph inputs are a property of the op type
     # Large Consts stay in the outer graph and are passed to the cluster as arguments: the

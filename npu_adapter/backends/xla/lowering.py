@@ -137,6 +137,9 @@ class XlaBackend(CpuReferenceBackend):
     # The runtime counts the executables its TensorFlow session compiled: an adopted session
     # would hold executables its counts do not know.
     reuses_tf_sessions = False
+    # Compiled calls must stay calls, and a fallback cluster keeps its call so that the
+    # runtime's counts of what TensorFlow compiled stay those of the rewritten graph.
+    inlines_calls_at_install = False
 
     def lower(self, graph_def, clusters, ctx):
         config = ctx.get_config() if ctx is not None else None

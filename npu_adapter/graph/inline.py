@@ -1,0 +1,260 @@
+"""Inlining function calls into the graph that calls them, as TensorFlow does at a first run.
+
+A TF1 session inlines every ``StatefulPartitionedCall``/``PartitionedCall`` not marked
+``_noinline`` before it places the graph (TensorFlow's lowering of function calls): the executed
+graph holds the function's body under the call's name, ``<call>/<body node>``. Doing that in
+TensorFlow costs more than the graph it produces: on a frozen MobileNetV2 the first run of the
+rewritten graph, whose one cluster is a function call, took 0.36-0.38 s where the same graph
+with the call already inlined took 0.30-0.32 s, as much as the user's own graph
+(bench/PERFORMANCE.md). Sessions of backends whose clusters are plain TensorFlow functions
+(the CPU reference) therefore install their rewrite with the calls inlined here.
+
+What an inlined call keeps of the call's meaning:
+
+* a body node reads the call's input tensors where it read the function's arguments;
+* the call's control inputs hold back every body node that reads nothing else of the body
+  (through one ``NoOp``), so no body node starts before them, as no body node of a call does;
+* the call's name stays, as an ``IdentityN`` of the function's results (a ``NoOp`` when there
+  are none) that also waits for every body node nothing else of the body reads and for the
+  function's control outputs: a consumer of ``<call>:k`` or of ``^<call>`` waits for the whole
+  body, as it waits for a call, and fetches and targets naming the call are unchanged. It keeps
+  the call's ``_``-prefixed attributes (the options the rewrite stamped on the cluster).
+
+A call is left as it is when inlining could change what it does: the function is marked
+``_noinline`` or for XLA, an argument or result is a list, the body holds TF1 control flow
+(frame names are the graph's, not the function's), or a new name would clash with a node of the
+graph.
+"""
+
+from tensorflow.core.framework import graph_pb2, node_def_pb2
+
+from npu_adapter.graph.names import format_input, unique_name
+from npu_adapter.graph.types import output_port_names
+
+__all__ = ["CALL_OPS", "inline_calls", "inlinable"]
+
+CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
+# TF1 control flow: frames are named by an attr of the graph, not scoped by the function.
+_FRAME_OPS = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
+                        "RefNextIteration", "LoopCond", "Switch", "RefSwitch", "Merge",
+                        "RefMerge"})
+_COMPILED_ATTRS = ("_XlaMustCompile", "_XlaCompile", "_noinline")
+
+
+def _flag(attrs, key):
+    value = attrs.get(key)
+    return value is not None and value.b
+
+
+def inlinable(call, fdef):
+    """Whether the call node ``call`` of FunctionDef ``fdef`` may be inlined (see the module
+    docstring for what is left alone)."""
+    if call.op not in CALL_OPS or any(_flag(call.attr, k) for k in _COMPILED_ATTRS):
+        return False
+    if any(_flag(fdef.attr, k) for k in _COMPILED_ATTRS):
+        return False
+    signature = fdef.signature
+    args = list(signature.input_arg) + list(signature.output_arg)
+    if any(a.number_attr or a.type_list_attr or a.type_attr or a.is_ref for a in args):
+        return False
+    if sum(1 for t in call.input if not t.startswith("^")) != len(signature.input_arg):
+        return False
+    return not any(node.op in _FRAME_OPS for node in fdef.node_def)
+
+
+class _Body:
+    """One call's function body, renamed into the calling graph."""
+
+    def __init__(self, call, fdef, functions, taken):
+        self.call = call
+        self.fdef = fdef
+        self.prefix = call.name + "/"
+        self.args = {}
+        data_inputs = [t for t in call.input if not t.startswith("^")]
+        for arg, tensor in zip(fdef.signature.input_arg, data_inputs):
+            self.args[arg.name] = tensor
+        self.controls = [t for t in call.input if t.startswith("^")]
+        self.nodes = {n.name: n for n in fdef.node_def}
+        self.functions = functions
+        self._ports = {}
+        names = {self.prefix + n for n in self.nodes}
+        self.clash = not names.isdisjoint(taken)
+        self.gate = None
+        if self.controls and not self.clash:
+            self.gate = unique_name(self.prefix + "input_control_node", names | taken)
+        self.names = names
+
+    def ref(self, text):
+        """The graph form of body input ``text`` (an argument, ``node:out_arg:idx``, ``^node``),
+        or None when it names nothing the body has."""
+        if text.startswith("^"):
+            name = text[1:]
+            return "^" + self.prefix + name if name in self.nodes else None
+        if text in self.args:
+            return self.args[text]
+        name, _, suffix = text.partition(":")
+        node = self.nodes.get(name)
+        if node is None:
+            return None
+        ports = self._ports.get(name)
+        if ports is None:
+            names = output_port_names(node, self.functions) or []
+            ports = self._ports[name] = {s: k for k, s in enumerate(names)}
+        if not suffix:
+            port = 0
+        else:
+            if suffix.count(":") == 0:
+                suffix += ":0"  # "node:out_arg" is the arg's first tensor
+            port = ports.get(suffix)
+            if port is None:
+                return None
+        return format_input(self.prefix + name, port)
+
+    def write(self, out):
+        """Add the body and the node standing for the call to ``out``; False (``out``
+        unchanged) when some reference cannot be mapped."""
+        prefix = self.prefix
+        added = []
+        read_inside = set()
+        for body in self.fdef.node_def:
+            node = node_def_pb2.NodeDef()
+            node.CopyFrom(body)
+            node.name = prefix + body.name
+            if not node.device:
+                node.device = self.call.device
+            inputs = []
+            internal = False
+            for text in body.input:
+                mapped = self.ref(text)
+                if mapped is None:
+                    return False
+                source = _node_of(text)
+                if source in self.nodes:
+                    internal = internal or not text.startswith("^")
+                    read_inside.add(source)
+                inputs.append(mapped)
+            if self.gate is not None and not internal:
+                inputs.append("^" + self.gate)
+            del node.input[:]
+            node.input.extend(inputs)
+            if "_class" in node.attr:
+                groups = node.attr["_class"].list.s
+                groups[:] = [b"loc:@" + prefix.encode() + g[5:]
+                             if g.startswith(b"loc:@") and g[5:].decode() in self.nodes else g
+                             for g in groups]
+            added.append(node)
+        results = []
+        for arg in self.fdef.signature.output_arg:
+            mapped = self.ref(self.fdef.ret[arg.name])
+            if mapped is None:
+                return False
+            results.append(mapped)
+            read_inside.add(_node_of(self.fdef.ret[arg.name]))
+        waits = [name for name in self.nodes if name not in read_inside]
+        waits += [n for n in self.fdef.control_ret.values() if n not in waits]
+        if self.gate is not None:
+            gate = out.node.add(name=self.gate, op="NoOp", device=self.call.device)
+            gate.input.extend(self.controls)
+        out.node.extend(added)
+        stand = out.node.add(name=self.call.name, device=self.call.device)
+        for key, value in self.call.attr.items():
+            if key.startswith("_"):  # the options the rewrite stamped on the cluster
+                stand.attr[key].CopyFrom(value)
+        if results:
+            stand.op = "IdentityN"
+            stand.attr["T"].list.type.extend(a.type for a in self.fdef.signature.output_arg)
+        else:
+            stand.op = "NoOp"
+        stand.input.extend(results)
+        stand.input.extend("^" + prefix + name for name in waits if name in self.nodes)
+        if self.gate is not None:  # a result may be an argument passed through
+            stand.input.append("^" + self.gate)
+        return True
+
+
+def _node_of(text):
+    """The body node (or argument) a FunctionDef input names: ``a`` of ``^a``, ``a``,
+    ``a:out:0``."""
+    return text.lstrip("^").partition(":")[0]
+
+
+def _referenced_functions(graph_def, library):
+    """Names of the functions of ``library`` (name → FunctionDef) that ``graph_def``'s nodes,
+    the functions they reach and ``graph_def``'s gradient entries refer to."""
+    found = set()
+    pending = []
+
+    def visit_attr(value):
+        if value.HasField("func"):
+            pending.append(value.func.name)
+            for nested in value.func.attr.values():
+                visit_attr(nested)
+        for func in value.list.func:
+            pending.append(func.name)
+
+    def visit_node(node):
+        if node.op in library:
+            pending.append(node.op)
+        for value in node.attr.values():
+            visit_attr(value)
+
+    for node in graph_def.node:
+        visit_node(node)
+    for grad in graph_def.library.gradient:
+        pending.extend((grad.function_name, grad.gradient_func))
+    while pending:
+        name = pending.pop()
+        if name in found or name not in library:
+            continue
+        found.add(name)
+        for node in library[name].node_def:
+            visit_node(node)
+    return found
+
+
+def inline_calls(graph_def, select=None):
+    """``(GraphDef, inlined call names)``: a copy of ``graph_def`` with each call node that
+    ``select(call, fdef)`` accepts (all, by default) and :func:`inlinable` allows replaced by its
+    function's body (see the module docstring); functions no node refers to any more are left out
+    of the library. ``graph_def`` itself is returned when no call is inlined."""
+    library = {f.signature.name: f for f in graph_def.library.function}
+    if not library:
+        return graph_def, []
+    taken = None
+    bodies = {}
+    for node in graph_def.node:
+        if node.op not in CALL_OPS:
+            continue
+        fdef = library.get(node.attr["f"].func.name)
+        if fdef is None or not inlinable(node, fdef) or (select and not select(node, fdef)):
+            continue
+        if taken is None:
+            taken = {n.name for n in graph_def.node}
+        body = _Body(node, fdef, library, taken)
+        if not body.clash:
+            bodies[node.name] = body
+            taken.update(body.names)
+            if body.gate is not None:
+                taken.add(body.gate)
+    if not bodies:
+        return graph_def, []
+    out = graph_pb2.GraphDef()
+    out.versions.CopyFrom(graph_def.versions)
+    inlined = []
+    for node in graph_def.node:
+        body = bodies.get(node.name)
+        if body is not None:
+            mark = len(out.node)
+            if body.write(out):
+                inlined.append(node.name)
+                continue
+            del out.node[mark:]
+        out.node.add().CopyFrom(node)
+    if not inlined:
+        return graph_def, []
+    out.library.gradient.extend(graph_def.library.gradient)
+    used = _referenced_functions(out, library)
+    for fdef in graph_def.library.function:
+        if fdef.signature.name in used:
+            out.library.function.add().CopyFrom(fdef)
+    return out, inlined

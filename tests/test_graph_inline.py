@@ -1,0 +1,275 @@
+"""Inlining cluster calls (npu_adapter/graph/inline.py) and the sessions that install them so.
+
+Each inlined graph is run by plain TensorFlow and compared with the graph that still calls the
+function: same values, and the call's control edges still order what they ordered.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2, types_pb2
+
+from npu_adapter.config import NpuConfig
+from npu_adapter.graph import inline
+from npu_adapter.graph.functions import graph_to_function_def
+from npu_adapter.session import NpuSession, plain_session_class
+from npu_adapter.session import shadow as shadow_module
+from npu_adapter.session.shadow import ShadowGraph
+
+tf1 = tf.compat.v1
+PlainSession = plain_session_class()
+FLOAT, RESOURCE = types_pb2.DT_FLOAT, types_pb2.DT_RESOURCE
+
+
+def _function(name, build, inputs, outputs, control_outputs=()):
+    """A FunctionDef whose body ``build(placeholders)`` writes into a fresh graph."""
+    body = tf.Graph()
+    with body.as_default():
+        args = [tf1.placeholder(tf.as_dtype(dtype), name=arg) for arg, dtype in inputs]
+        build(*args)
+    return graph_to_function_def(
+        body.as_graph_def(), name, [(arg, arg, dtype) for arg, dtype in inputs],
+        [(tensor, out, dtype) for tensor, out, dtype in outputs], is_stateful=True,
+        control_outputs=control_outputs)
+
+
+def _outer(build):
+    """The GraphDef of ``build()`` written into a fresh graph."""
+    graph = tf.Graph()
+    with graph.as_default():
+        build()
+    return graph.as_graph_def()
+
+
+def _add_call(graph_def, fdef, inputs, name="call"):
+    call = graph_def.node.add(name=name, op="StatefulPartitionedCall")
+    call.input.extend(inputs)
+    call.attr["f"].func.name = fdef.signature.name
+    call.attr["Tin"].list.type.extend(a.type for a in fdef.signature.input_arg)
+    call.attr["Tout"].list.type.extend(a.type for a in fdef.signature.output_arg)
+    for key in ("config", "config_proto", "executor_type"):
+        call.attr[key].s = b""
+    graph_def.library.function.add().CopyFrom(fdef)
+    return call
+
+
+def _run(graph_def, fetch):
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    with PlainSession(graph=graph) as sess:
+        return sess.run(fetch)
+
+
+def _variable():
+    handle = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name="v", name="v")
+    return handle
+
+
+def _read_twice():
+    """F(h) = 2 * read(h)."""
+    def build(h):
+        tf.multiply(tf.raw_ops.ReadVariableOp(resource=h, dtype=tf.float32, name="read"),
+                    2.0, name="y")
+    return _function("F", build, [("h", RESOURCE)], [("y:0", "y", FLOAT)])
+
+
+def _gated_graph():
+    """call(v, ^assign) with assign: v = 5 and F reading v: the call must see 5."""
+    def build():
+        handle = _variable()
+        tf.raw_ops.AssignVariableOp(resource=handle, value=tf.constant(5.0), name="assign")
+
+    graph_def = _outer(build)
+    _add_call(graph_def, _read_twice(), ["v", "^assign"])
+    return graph_def
+
+
+def test_an_inlined_call_computes_what_the_call_does_after_its_control_inputs():
+    graph_def = _gated_graph()
+    inlined, names = inline.inline_calls(graph_def)
+    assert names == ["call"]
+    nodes = {n.name: n for n in inlined.node}
+    # The body under the call's name; the call's name now an IdentityN of the results.
+    assert {"call/read", "call/y", "call/y/y"} <= set(nodes)
+    assert nodes["call"].op == "IdentityN"
+    assert list(nodes["call"].attr["T"].list.type) == [FLOAT]
+    assert nodes["call"].input[0] == "call/y"
+    # The argument is the call's input; the body waits for the call's control input.
+    assert nodes["call/read"].input[0] == "v"
+    gate = nodes["call/input_control_node"]
+    assert gate.op == "NoOp" and list(gate.input) == ["^assign"]
+    assert "^call/input_control_node" in nodes["call/read"].input
+    assert not inlined.library.function  # nothing calls F any more
+    assert _run(graph_def, "call:0") == _run(inlined, "call:0") == 10.0
+
+
+def test_a_control_consumer_of_an_inlined_call_waits_for_the_whole_body():
+    def build(h):
+        tf.raw_ops.AssignVariableOp(resource=h, value=tf.constant(7.0, name="seven"),
+                                    name="write")
+        tf.constant(1.0, name="one")
+    fdef = _function("W", build, [("h", RESOURCE)], [("one:0", "one", FLOAT)],
+                     control_outputs=["write"])
+    graph_def = _outer(_variable)
+    _add_call(graph_def, fdef, ["v"])
+    read = graph_def.node.add(name="after", op="ReadVariableOp", input=["v", "^call"])
+    read.attr["dtype"].type = FLOAT
+    inlined, _ = inline.inline_calls(graph_def)
+    stand = next(n for n in inlined.node if n.name == "call")
+    assert "^call/write" in stand.input
+    assert _run(graph_def, "after:0") == _run(inlined, "after:0") == 7.0
+
+
+def test_a_result_passed_through_from_an_argument_still_waits_for_the_control_inputs():
+    def build(x):
+        tf.identity(x, name="same")
+    fdef = _function("P", build, [("x", FLOAT)], [("x:0", "out", FLOAT)])
+    graph_def = _outer(lambda: (tf.constant(3.0, name="three"), tf.no_op(name="first")))
+    _add_call(graph_def, fdef, ["three", "^first"])
+    inlined, _ = inline.inline_calls(graph_def)
+    stand = next(n for n in inlined.node if n.name == "call")
+    assert stand.input[0] == "three" and "^call/input_control_node" in stand.input
+    assert _run(inlined, "call:0") == 3.0
+
+
+def _noinline(fdef):
+    fdef.attr["_noinline"].b = True
+    return fdef
+
+
+def _frame(fdef):
+    switch = fdef.node_def.add(name="switch", op="Switch")
+    switch.input.extend(["y:z:0", "y:z:0"])
+    return fdef
+
+
+@pytest.mark.parametrize("spoil", [_noinline, _frame], ids=["noinline", "tf1_control_flow"])
+def test_calls_inlining_could_change_are_left_alone(spoil):
+    graph_def = _outer(_variable)
+    _add_call(graph_def, spoil(_read_twice()), ["v"])
+    assert inline.inline_calls(graph_def) == (graph_def, [])
+
+
+def test_a_call_whose_body_names_are_taken_is_left_alone():
+    graph_def = _outer(lambda: (_variable(), tf.constant(0.0, name="call/y")))
+    _add_call(graph_def, _read_twice(), ["v"])
+    assert inline.inline_calls(graph_def) == (graph_def, [])
+
+
+def test_functions_still_referred_to_stay_in_the_library():
+    graph_def = _gated_graph()
+    other = _read_twice()
+    other.signature.name = "G"
+    _add_call(graph_def, other, ["v"], name="kept")
+    gradient = graph_def.library.gradient.add(function_name="F", gradient_func="G")
+    del gradient
+    inlined, names = inline.inline_calls(graph_def, lambda call, fdef: call.name == "call")
+    assert names == ["call"]
+    # G: still called; F: named by a gradient entry.
+    assert sorted(f.signature.name for f in inlined.library.function) == ["F", "G"]
+    assert len(inlined.library.gradient) == 1
+    again, _ = inline.inline_calls(graph_def, lambda call, fdef: call.name == "call")
+    assert again.SerializeToString(deterministic=True) == \
+        inlined.SerializeToString(deterministic=True)
+
+
+# ------------------------------------------------------------------------------ sessions
+def _model():
+    graph = tf.Graph()
+    rs = np.random.RandomState(0)
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 16], name="x")
+        w = tf.constant(rs.randn(16, 16).astype(np.float32), name="w")
+        b = tf.constant(rs.randn(16).astype(np.float32), name="b")
+        y = tf.nn.softmax(tf.tanh(tf.matmul(x, w) + b), name="y")
+        tf.constant(rs.randn(4).astype(np.float32), name="unused")
+    return graph, x, y
+
+
+def _call_ops(graph):
+    return [op for op in graph.get_operations() if op.type in inline.CALL_OPS]
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_cpu_session_installs_its_clusters_inlined_unless_isolated(isolate):
+    graph, x, y = _model()
+    feed = {x: np.linspace(-1, 1, 32, dtype=np.float32).reshape(2, 16)}
+    want = PlainSession(graph=graph).run(y, feed)
+    config = NpuConfig.from_dict({"npu_adapter_isolate_clusters": isolate}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess:
+        got = sess.run(y, feed)
+        result = sess.npu_rewrite_result(y, feed)
+        shadow = ShadowGraph.for_graph(graph).graph
+    np.testing.assert_array_equal(got, want)
+    assert result.clusters
+    cluster = result.clusters[0].name
+    if isolate:
+        assert [op.get_attr("f").name for op in _call_ops(shadow)] == [cluster]
+    else:
+        assert not _call_ops(shadow)
+        stand = [op for op in shadow.get_operations() if op.name.endswith("/" + cluster)]
+        assert [op.type for op in stand] == ["IdentityN"]
+        assert any(op.name.startswith(stand[0].name + "/") and op.type == "MatMul"
+                   for op in shadow.get_operations())
+
+
+def test_the_first_install_imports_the_users_whole_graph_from_tensorflows_buffer(monkeypatch):
+    imported = []
+    real = shadow_module.import_buffer
+    monkeypatch.setattr(shadow_module, "import_buffer",
+                        lambda graph, buffer: imported.append(buffer) or real(graph, buffer))
+    graph, x, y = _model()
+    feed = {x: np.ones((1, 16), np.float32)}
+    want = PlainSession(graph=graph).run(y, feed)
+    config = NpuConfig.from_dict({}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess:
+        np.testing.assert_array_equal(sess.run(y, feed), want)
+        shadow = ShadowGraph.for_graph(graph)
+        assert len(imported) == 1
+        # Every user node, the one outside the client graph too, under its own name, once.
+        unused = shadow.graph.get_operation_by_name("unused").node_def
+        assert unused == graph.get_operation_by_name("unused").node_def
+        assert shadow._serialized is None  # the buffer was freed with it
+        np.testing.assert_array_equal(sess.run(y, feed), want)
+    with NpuSession(graph=graph, config=config) as sess:  # a second session imports nothing
+        np.testing.assert_array_equal(sess.run(y, feed), want)
+    assert len(imported) == 1
+
+
+def test_a_user_graph_with_functions_takes_the_client_graphs_nodes_only(monkeypatch):
+    monkeypatch.setattr(shadow_module, "import_buffer",
+                        lambda *a: pytest.fail("imported the whole graph"))
+    graph, x, y = _model()
+
+    @tf.function
+    def double(t):
+        return t * 2.0
+
+    with graph.as_default():
+        z = double(y)
+    feed = {x: np.ones((1, 16), np.float32)}
+    want = PlainSession(graph=graph).run(z, feed)
+    with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
+        np.testing.assert_array_equal(sess.run(z, feed), want)
+        names = {op.name for op in ShadowGraph.for_graph(graph).graph.get_operations()}
+    assert "unused" not in names
+
+
+def test_a_user_graph_with_state_outside_the_client_graph_takes_the_client_graphs_nodes_only(
+        monkeypatch):
+    # Whole, the shadow would hold the unused variable, and a closed session's TensorFlow
+    # session could no longer serve the next session (session/reuse.py).
+    monkeypatch.setattr(shadow_module, "import_buffer",
+                        lambda *a: pytest.fail("imported the whole graph"))
+    graph, x, y = _model()
+    with graph.as_default():
+        tf1.Variable(1.0, name="elsewhere")
+    feed = {x: np.ones((1, 16), np.float32)}
+    want = PlainSession(graph=graph).run(y, feed)
+    config = NpuConfig.from_dict({}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess:
+        np.testing.assert_array_equal(sess.run(y, feed), want)
+    shadow = ShadowGraph.for_graph(graph)
+    assert shadow.stateful_op() is None
+    assert "elsewhere" not in {op.name for op in shadow.graph.get_operations()}
