@@ -7,7 +7,7 @@ function: same values, and the call's control edges still order what they ordere
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.core.framework import graph_pb2, types_pb2
+from tensorflow.core.framework import types_pb2
 
 from npu_adapter.config import NpuConfig
 from npu_adapter.graph import inline

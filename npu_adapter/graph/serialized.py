@@ -16,6 +16,8 @@ TensorFlow lacks one of them, :func:`raw_import_supported` is False and callers 
 ``import_graph_def``.
 """
 
+import contextlib
+
 from tensorflow.core.framework import graph_pb2
 
 __all__ = ["SerializedGraph", "serialized_graph_def", "node_spans", "frame_node",
@@ -109,10 +111,9 @@ class SerializedGraph:
             c_api.TF_DeleteBuffer(buffer)
 
     def __del__(self):
-        try:
+        # At interpreter shutdown TensorFlow may be gone before this object.
+        with contextlib.suppress(Exception):
             self.release()
-        except Exception:  # noqa: BLE001 - interpreter shutdown: TensorFlow may be gone
-            pass
 
     def node_bytes(self, names):
         """``{name: memoryview of the node's serialized entry}`` for the nodes ``names`` (a

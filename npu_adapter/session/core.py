@@ -12,10 +12,10 @@ around ``Session.run``:
    is still the user's graph.
 3. Per run signature (fetched tensors, target ops, fed tensors) the client graph is rewritten once
    (:func:`npu_adapter.rewrite`) and installed in the shadow; every session on the same graph
-   and options shares it. A backend whose clusters are plain TensorFlow function calls (the CPU
-   reference) has them installed inlined, as TensorFlow's first run would inline them
-   (:mod:`npu_adapter.graph.inline`). With ``iterations_per_loop`` > 1 a run of the loop target runs N steps
-   in one TensorFlow loop (:mod:`npu_adapter.session.loop`).
+   and options shares it. A backend whose clusters are plain TensorFlow function calls (the
+   CPU reference) has them installed inlined, as TensorFlow's first run would inline them
+   (:mod:`npu_adapter.graph.inline`). With ``iterations_per_loop`` > 1 a run of the loop
+   target runs N steps in one TensorFlow loop (:mod:`npu_adapter.session.loop`).
 4. ``run`` maps the fetches and feeds to the shadow graph, asks the backend's runtime which
    variant of the signature this run executes (gears called directly, lazy_recompile
    specialisations; :mod:`npu_adapter.backends.runtime`), runs it and rebuilds the user's fetch
