@@ -218,7 +218,8 @@ def test_the_first_install_imports_the_users_whole_graph_from_tensorflows_buffer
     imported = []
     real = shadow_module.import_buffer
     monkeypatch.setattr(shadow_module, "import_buffer",
-                        lambda graph, buffer: imported.append(buffer) or real(graph, buffer))
+                        lambda graph, buffer, **kw: imported.append(buffer) or real(
+                            graph, buffer, **kw))
     graph, x, y = _model()
     feed = {x: np.ones((1, 16), np.float32)}
     want = PlainSession(graph=graph).run(y, feed)
@@ -239,7 +240,7 @@ def test_the_first_install_imports_the_users_whole_graph_from_tensorflows_buffer
 
 def test_a_user_graph_with_functions_takes_the_client_graphs_nodes_only(monkeypatch):
     monkeypatch.setattr(shadow_module, "import_buffer",
-                        lambda *a: pytest.fail("imported the whole graph"))
+                        lambda *a, **kw: pytest.fail("imported the whole graph"))
     graph, x, y = _model()
 
     @tf.function
@@ -261,7 +262,7 @@ def test_a_user_graph_with_state_outside_the_client_graph_takes_the_client_graph
     # Whole, the shadow would hold the unused variable, and a closed session's TensorFlow
     # session could no longer serve the next session (session/reuse.py).
     monkeypatch.setattr(shadow_module, "import_buffer",
-                        lambda *a: pytest.fail("imported the whole graph"))
+                        lambda *a, **kw: pytest.fail("imported the whole graph"))
     graph, x, y = _model()
     with graph.as_default():
         tf1.Variable(1.0, name="elsewhere")

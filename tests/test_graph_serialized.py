@@ -105,6 +105,38 @@ def test_import_serialized_equals_import_graph_def():
     assert ours.get_operation_by_name("w2/read").colocation_groups() == [b"loc:@w2"]
 
 
+@pytest.mark.parametrize("scope", ["", "outer"])
+def test_naming_the_colocated_nodes_registers_the_ops_as_import_graph_def_does(scope):
+    # Devices: an op with its own device keeps it; a colocated op takes its group's device
+    # (or none), as importer._ProcessNewOps decides; the buffer import takes the same path.
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/device:CPU:0"):
+            a = tf.constant([1.0], name="a")
+        b = tf.constant([2.0], name="b")
+        with tf1.colocate_with(a):
+            tf.identity(b, name="near_a")
+        with tf1.colocate_with(b), tf.device("/device:CPU:0"):
+            tf.identity(a, name="near_b")
+    graph_def, serialized = wire.serialized_graph_def(graph, keep_buffer=True)
+    colocated = {n.name for n in graph_def.node if "_class" in n.attr}
+    assert colocated == {"near_a", "near_b"}
+    ours = tf.Graph()
+    wire.import_serialized(ours, serialized.data, scope=scope, colocated=colocated)
+    theirs = tf.Graph()
+    with theirs.as_default():
+        tf.graph_util.import_graph_def(graph_def, name=scope)
+    assert ours.as_graph_def() == theirs.as_graph_def()
+    assert [op.device for op in ours.get_operations()] == \
+        [op.device for op in theirs.get_operations()]
+    if not scope:
+        from_buffer = tf.Graph()
+        wire.import_buffer(from_buffer, serialized.buffer, colocated=colocated)
+        assert from_buffer.as_graph_def() == theirs.as_graph_def()
+    serialized.release()
+    assert serialized.buffer is None
+
+
 def test_import_serialized_binds_the_input_map_and_names_a_missing_key():
     source = graph_pb2.GraphDef()
     node = source.node.add(name="y", op="Identity", input=["x:0", "^gate"])

@@ -190,6 +190,9 @@ class ShadowGraph:
         while True:
             scope = f"npu_rewrite_{next(self._scopes)}"
             if self.graph.unique_name(scope, mark_as_used=False) == scope:
+                # Taken now, as import_graph_def's name scope would take it (the serialized
+                # import does not).
+                self.graph.unique_name(scope)
                 return scope
 
     # ---------------------------------------------------------------------------- install
@@ -382,7 +385,8 @@ class ShadowGraph:
         outside = {node.op for name, node in user_nodes.items() if name not in client}
         if stateful_op_type(outside) is not None:
             return False
-        import_buffer(self.graph, serialized.buffer)
+        colocated = {name for name, node in user_nodes.items() if "_class" in node.attr}
+        import_buffer(self.graph, serialized.buffer, colocated=colocated)
         self._present.update(user_nodes)
         return True
 
@@ -455,16 +459,22 @@ class ShadowGraph:
                     # the control edge is added after the import.
                     copy.input.remove(text)
                     late_controls[node.name].append(source)
+        # The wire forms come from nodes without colocation groups (_wire_forms).
+        colocated = {n.name for n in out.node if "_class" in n.attr}
         if raw:
             # One copy of each weight on the Python side (the join) instead of a message copy
             # and a serialisation; the copied nodes follow in their own wire form.
             parts = [graph_pb2.GraphDef(versions=out.versions).SerializeToString(), *raw]
             parts += [frame_node(n.SerializeToString()) for n in out.node]
-            import_serialized(graph, b"".join(parts), input_map)
+            import_serialized(graph, b"".join(parts), input_map, colocated=colocated)
+        elif _RAW_IMPORT:
+            import_serialized(graph, out.SerializeToString(), input_map, scope=scope or "",
+                              colocated=colocated)
         else:
             with graph.as_default():
+                # "<scope>/": the scope new_scope took, entered as it is.
                 tf.graph_util.import_graph_def(out, input_map=input_map or None,
-                                               name=scope or "")
+                                               name=scope + "/" if scope else "")
 
         def imported(name):
             return graph.get_operation_by_name(f"{scope}/{name}" if scope else name)
