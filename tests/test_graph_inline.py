@@ -274,3 +274,57 @@ def test_a_user_graph_with_state_outside_the_client_graph_takes_the_client_graph
     shadow = ShadowGraph.for_graph(graph)
     assert shadow.stateful_op() is None
     assert "elsewhere" not in {op.name for op in shadow.graph.get_operations()}
+
+
+def test_a_session_computes_the_sign_grapplers_inlining_gets_wrong(monkeypatch):
+    # TF 2.15-2.21: once Grappler inlines a cluster call, its arithmetic optimizer drops one Neg
+    # of Neg(Neg(Mul(Neg(x), y))) when Neg(x) is also a result of the function
+    # (tests/test_partition_properties.py). A session installs the call inlined already, as
+    # the user's own nodes: the numbers are plain TensorFlow's.
+    from npu_adapter.backends.cpu import CpuReferenceBackend
+    from npu_adapter.op_support import OpSupportList
+    from npu_adapter.testing import GraphBuilder
+
+    monkeypatch.setattr(CpuReferenceBackend, "op_support",
+                        lambda self, config: OpSupportList.from_names(["Neg", "Mul"]))
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2])
+    b.placeholder("y", shape=[2])
+    b.unary("Neg", "neg_x", "x")
+    b.binary("Mul", "prod", "neg_x", "y")
+    b.unary("Neg", "neg_prod", "prod")
+    b.unary("Abs", "host_abs", "neg_x")
+    b.unary("Neg", "out", "neg_prod")
+    b.set_attr("out", "_without_npu_compile", True)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(b.graph_def(), name="")
+    feeds = {"x:0": np.float32([2, 1]), "y:0": np.float32([4, 3])}
+    fetches = ["out:0", "host_abs:0"]
+    want = PlainSession(graph=graph).run(fetches, feeds)
+    with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
+        got = sess.run(fetches, feeds)
+        clusters = sess.npu_rewrite_result(fetches, feeds).clusters
+    assert [set(c.nodes) for c in clusters] == [{"neg_x", "prod", "neg_prod"}]
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[0], [-8.0, -3.0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
+def test_a_training_graph_with_ref_variables_keeps_its_calls(use_resource):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 3], name="x")
+        with tf1.variable_scope("net", use_resource=use_resource):
+            w = tf1.get_variable("w", [3, 1])
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w)), name="loss")
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+        init = tf1.global_variables_initializer()
+    assert inline.has_ref_variables(graph.as_graph_def()) is not use_resource
+    feed = {x: np.ones((2, 3), np.float32)}
+    with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
+        sess.run(init)
+        sess.run([loss, train], feed)
+        calls = _call_ops(ShadowGraph.for_graph(graph).graph)
+    assert bool(calls) is not use_resource

@@ -41,7 +41,7 @@ from tensorflow.python.client import pywrap_tf_session as tf_session
 from npu_adapter import distributed
 from npu_adapter.collector import collector_paused
 from npu_adapter.errors import RewriteError
-from npu_adapter.graph.inline import inline_calls
+from npu_adapter.graph.inline import has_ref_variables, inline_calls
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
 from npu_adapter.session.loop import install_loop, loop_target
 from npu_adapter.session.reuse import closed_handle, release_handle
@@ -527,7 +527,7 @@ class _NpuSessionMixin:
             light, payloads = result.light_parts()
             if self._npu_profiler is not None:
                 self._npu_profiler.register_graph(light)
-            if self._npu_backend.inlines_calls_at_install:
+            if self._npu_backend.inlines_calls_at_install and not has_ref_variables(light):
                 clusters = {c.name for c in result.clusters}
                 light, _ = inline_calls(
                     light, lambda call, fdef: fdef.signature.name in clusters)
