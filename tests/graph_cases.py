@@ -124,3 +124,25 @@ def mix_cnn_graph(batch=None, extra_placeholder=None):
         if extra_placeholder:
             tf1.placeholder(tf.float32, [1], name=extra_placeholder)
     return g
+
+
+def grappler_sign_graph():
+    """``(graph_def, feeds, fetches)`` of the graph on which TF 2.15–2.21's Grappler gets a sign
+    wrong once it inlines the cluster call (found by the partition property test, seed 13656)::
+
+        x ─► neg_x ─► prod(Mul, y) ─► neg_prod ─► out (host: Neg)
+               └──► host_abs (host: Abs not supported)
+
+    With only Neg and Mul supported, the cluster is {neg_x, prod, neg_prod}.
+    """
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2])
+    b.placeholder("y", shape=[2])
+    b.unary("Neg", "neg_x", "x")
+    b.binary("Mul", "prod", "neg_x", "y")
+    b.unary("Neg", "neg_prod", "prod")
+    b.unary("Abs", "host_abs", "neg_x")
+    b.unary("Neg", "out", "neg_prod")
+    b.set_attr("out", "_without_npu_compile", True)
+    feeds = {"x:0": np.float32([2, 1]), "y:0": np.float32([4, 3])}
+    return b.graph_def(), feeds, ["out:0", "host_abs:0"]

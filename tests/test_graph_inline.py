@@ -221,21 +221,25 @@ def test_the_first_install_imports_the_users_whole_graph_from_tensorflows_buffer
                         lambda graph, buffer, **kw: imported.append(buffer) or real(
                             graph, buffer, **kw))
     graph, x, y = _model()
+    shadow = _session_matches_plain(graph, x, y)
+    assert len(imported) == 1
+    # Every user node, the one outside the client graph too, under its own name, once.
+    unused = shadow.graph.get_operation_by_name("unused").node_def
+    assert unused == graph.get_operation_by_name("unused").node_def
+    assert shadow._serialized is None  # the buffer was freed with it
+    _session_matches_plain(graph, x, y)  # a second session imports nothing
+    assert len(imported) == 1
+
+
+def _session_matches_plain(graph, x, y):
+    """Run ``y`` in an NpuSession (twice) and in a plain session; the values agree. Returns
+    the graph's shadow."""
     feed = {x: np.ones((1, 16), np.float32)}
     want = PlainSession(graph=graph).run(y, feed)
-    config = NpuConfig.from_dict({}).to_config_proto()
-    with NpuSession(graph=graph, config=config) as sess:
-        np.testing.assert_array_equal(sess.run(y, feed), want)
-        shadow = ShadowGraph.for_graph(graph)
-        assert len(imported) == 1
-        # Every user node, the one outside the client graph too, under its own name, once.
-        unused = shadow.graph.get_operation_by_name("unused").node_def
-        assert unused == graph.get_operation_by_name("unused").node_def
-        assert shadow._serialized is None  # the buffer was freed with it
-        np.testing.assert_array_equal(sess.run(y, feed), want)
-    with NpuSession(graph=graph, config=config) as sess:  # a second session imports nothing
-        np.testing.assert_array_equal(sess.run(y, feed), want)
-    assert len(imported) == 1
+    with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
+        for _ in range(2):
+            np.testing.assert_array_equal(sess.run(y, feed), want)
+    return ShadowGraph.for_graph(graph)
 
 
 def test_a_user_graph_with_functions_takes_the_client_graphs_nodes_only(monkeypatch):
@@ -266,12 +270,7 @@ def test_a_user_graph_with_state_outside_the_client_graph_takes_the_client_graph
     graph, x, y = _model()
     with graph.as_default():
         tf1.Variable(1.0, name="elsewhere")
-    feed = {x: np.ones((1, 16), np.float32)}
-    want = PlainSession(graph=graph).run(y, feed)
-    config = NpuConfig.from_dict({}).to_config_proto()
-    with NpuSession(graph=graph, config=config) as sess:
-        np.testing.assert_array_equal(sess.run(y, feed), want)
-    shadow = ShadowGraph.for_graph(graph)
+    shadow = _session_matches_plain(graph, x, y)
     assert shadow.stateful_op() is None
     assert "elsewhere" not in {op.name for op in shadow.graph.get_operations()}
 
@@ -281,26 +280,17 @@ def test_a_session_computes_the_sign_grapplers_inlining_gets_wrong(monkeypatch):
     # of Neg(Neg(Mul(Neg(x), y))) when Neg(x) is also a result of the function
     # (tests/test_partition_properties.py). A session installs the call inlined already, as
     # the user's own nodes: the numbers are plain TensorFlow's.
+    from graph_cases import grappler_sign_graph
+
     from npu_adapter.backends.cpu import CpuReferenceBackend
     from npu_adapter.op_support import OpSupportList
-    from npu_adapter.testing import GraphBuilder
 
     monkeypatch.setattr(CpuReferenceBackend, "op_support",
                         lambda self, config: OpSupportList.from_names(["Neg", "Mul"]))
-    b = GraphBuilder()
-    b.placeholder("x", shape=[2])
-    b.placeholder("y", shape=[2])
-    b.unary("Neg", "neg_x", "x")
-    b.binary("Mul", "prod", "neg_x", "y")
-    b.unary("Neg", "neg_prod", "prod")
-    b.unary("Abs", "host_abs", "neg_x")
-    b.unary("Neg", "out", "neg_prod")
-    b.set_attr("out", "_without_npu_compile", True)
+    graph_def, feeds, fetches = grappler_sign_graph()
     graph = tf.Graph()
     with graph.as_default():
-        tf.graph_util.import_graph_def(b.graph_def(), name="")
-    feeds = {"x:0": np.float32([2, 1]), "y:0": np.float32([4, 3])}
-    fetches = ["out:0", "host_abs:0"]
+        tf.graph_util.import_graph_def(graph_def, name="")
     want = PlainSession(graph=graph).run(fetches, feeds)
     with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
         got = sess.run(fetches, feeds)

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from graph_cases import grappler_sign_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorflow.core.framework import graph_pb2
@@ -193,22 +194,9 @@ def test_random_dags_rewrite_correctly(seed):
                    "cluster call, RemoveInvolution drops one Neg of Neg(Neg(..)) through the "
                    "inlined Identity; npu_adapter_isolate_clusters avoids it (next test)")
 def test_cluster_functions_compute_like_plain_tf_after_grappler():
-    """Found by the property test (seed 13656 with more examples)::
-
-        x ─► neg_x ─► prod(Mul, y) ─► neg_prod ─► out (host: Neg)
-               └──► host_abs (host: Abs not supported)
-    """
-    b = GraphBuilder()
-    b.placeholder("x", shape=[2])
-    b.placeholder("y", shape=[2])
-    b.unary("Neg", "neg_x", "x")
-    b.binary("Mul", "prod", "neg_x", "y")
-    b.unary("Neg", "neg_prod", "prod")
-    b.unary("Abs", "host_abs", "neg_x")
-    b.unary("Neg", "out", "neg_prod")
-    b.set_attr("out", "_without_npu_compile", True)
-    feeds = {"x:0": np.float32([2, 1]), "y:0": np.float32([4, 3])}
-    result = assert_rewrite_equivalent(b.graph_def(), {}, feeds, ["out:0", "host_abs:0"],
+    """Found by the property test (seed 13656 with more examples): tests/graph_cases.py."""
+    graph_def, feeds, fetches = grappler_sign_graph()
+    result = assert_rewrite_equivalent(graph_def, {}, feeds, fetches,
                                        op_support=OpSupportList.from_names(["Neg", "Mul"]))
     assert [set(c.nodes) for c in result.clusters] == [{"neg_x", "prod", "neg_prod"}]
 
@@ -276,18 +264,9 @@ def test_isolated_clusters_avoid_the_grappler_inlining_bug():
     """TF 2.15–2.21: once Grappler inlines the cluster call, its arithmetic optimizer gets the
     sign of Neg(Neg(Mul(Neg(x), y))) wrong when Neg(x) is also a function output. With
     ``npu_adapter_isolate_clusters`` the calls are not inlined and the numbers are right."""
-    b = GraphBuilder()
-    b.placeholder("x", shape=[2])
-    b.placeholder("y", shape=[2])
-    b.unary("Neg", "neg_x", "x")
-    b.binary("Mul", "prod", "neg_x", "y")
-    b.unary("Neg", "neg_prod", "prod")
-    b.unary("Abs", "host_abs", "neg_x")
-    b.unary("Neg", "out", "neg_prod")
-    b.set_attr("out", "_without_npu_compile", True)
-    feeds = {"x:0": np.float32([2, 1]), "y:0": np.float32([4, 3])}
-    result = assert_rewrite_equivalent(b.graph_def(), {"npu_adapter_isolate_clusters": True},
-                                       feeds, ["out:0", "host_abs:0"],
+    graph_def, feeds, fetches = grappler_sign_graph()
+    result = assert_rewrite_equivalent(graph_def, {"npu_adapter_isolate_clusters": True},
+                                       feeds, fetches,
                                        op_support=OpSupportList.from_names(["Neg", "Mul"]))
     functions = [f for f in result.graph_def.library.function if f.signature.name == "GeOp1_0"]
     assert functions[0].attr["_noinline"].b
