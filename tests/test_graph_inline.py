@@ -215,6 +215,7 @@ def test_a_cpu_session_installs_its_clusters_inlined_unless_isolated(isolate):
 
 
 def test_the_first_install_imports_the_users_whole_graph_from_tensorflows_buffer(monkeypatch):
+    monkeypatch.setattr(shadow_module, "WHOLE_IMPORT_BYTES_PER_NODE", 0)  # small weights here
     imported = []
     real = shadow_module.import_buffer
     monkeypatch.setattr(shadow_module, "import_buffer",
@@ -318,3 +319,13 @@ def test_a_training_graph_with_ref_variables_keeps_its_calls(use_resource):
         sess.run([loss, train], feed)
         calls = _call_ops(ShadowGraph.for_graph(graph).graph)
     assert bool(calls) is not use_resource
+
+
+def test_a_graph_with_light_weights_and_many_other_nodes_takes_its_own_nodes_only(monkeypatch):
+    # 1.3 KB of weights in the own nodes against the cluster members' originals: copying the
+    # own nodes' bytes costs less than importing and placing the others.
+    monkeypatch.setattr(shadow_module, "import_buffer",
+                        lambda *a, **kw: pytest.fail("imported the whole graph"))
+    graph, x, y = _model()
+    shadow = _session_matches_plain(graph, x, y)
+    assert "unused" not in {op.name for op in shadow.graph.get_operations()}
