@@ -29,7 +29,12 @@ graph. Sessions also keep the calls of graphs with TF1 ref variables (:func:`has
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from npu_adapter.graph.names import format_input, unique_name
-from npu_adapter.graph.types import op_def_for, output_port_names
+from npu_adapter.graph.types import (
+    called_functions,
+    may_reference_functions,
+    op_def_for,
+    output_port_names,
+)
 
 __all__ = ["CALL_OPS", "inline_calls", "inlinable", "has_ref_variables"]
 
@@ -201,19 +206,11 @@ def _referenced_functions(graph_def, library):
     found = set()
     pending = []
 
-    def visit_attr(value):
-        if value.HasField("func"):
-            pending.append(value.func.name)
-            for nested in value.func.attr.values():
-                visit_attr(nested)
-        for func in value.list.func:
-            pending.append(func.name)
-
     def visit_node(node):
         if node.op in library:
             pending.append(node.op)
-        for value in node.attr.values():
-            visit_attr(value)
+        if may_reference_functions(node.op):  # the attrs of other ops name no function
+            pending.extend(called_functions(node))
 
     for node in graph_def.node:
         visit_node(node)

@@ -73,6 +73,18 @@ def may_reference_functions(op_type):
     return any(a.type in ("func", "list(func)") for a in op_def.attr)
 
 
+def called_functions(node_def):
+    """Names of the functions ``node_def``'s attributes name (``func`` and ``list(func)``
+    values: call and control-flow bodies)."""
+    for value in node_def.attr.values():
+        kind = value.WhichOneof("value")
+        if kind == "func":
+            yield value.func.name
+        elif kind == "list":
+            for func in value.list.func:
+                yield func.name
+
+
 def is_stateful_op(op_type, library_functions=None):
     """Whether ``op_type`` is marked stateful in the op registry (unknown ops: False)."""
     op_def = op_def_for(op_type)

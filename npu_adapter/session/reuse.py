@@ -31,7 +31,7 @@ import weakref
 
 from tensorflow.python.client import pywrap_tf_session as tf_session
 
-from npu_adapter.graph.types import may_reference_functions, op_def_for
+from npu_adapter.graph.types import called_functions, may_reference_functions, op_def_for
 
 __all__ = ["SessionReuse", "closed_handle", "release_handle", "stateful_op_type"]
 
@@ -41,15 +41,6 @@ _NO_STATE_ACROSS_RUNS = frozenset({
     "Assert", "Print", "PrintV2", "NoOp", "PartitionedCall", "StatefulPartitionedCall",
     "If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
 })
-
-
-def _called_functions(node_def):
-    """Names of the functions a node's attributes refer to (call and control-flow bodies)."""
-    for value in node_def.attr.values():
-        if value.HasField("func"):
-            yield value.func.name
-        elif value.HasField("list"):
-            yield from (f.name for f in value.list.func)
 
 
 def stateful_op_type(op_types, function_names=(), called=()):
@@ -133,7 +124,7 @@ class SessionReuse:
             for op in ops[self._ops_seen:]:
                 self._op_types.add(op.type)
                 if may_reference_functions(op.type):  # a Const's node_def copies its weights
-                    self._called.update(_called_functions(op.node_def))
+                    self._called.update(called_functions(op.node_def))
             self._ops_seen = len(ops)
             for name, fdef in list(functions.items()):
                 if name not in self._function_names:
@@ -141,7 +132,7 @@ class SessionReuse:
                     for node in fdef.node_def:
                         self._op_types.add(node.op)
                         if may_reference_functions(node.op):
-                            self._called.update(_called_functions(node))
+                            self._called.update(called_functions(node))
             self._stateful = stateful_op_type(self._op_types, self._function_names,
                                               self._called)
             return self._stateful

@@ -19,7 +19,7 @@ import threading
 
 from tensorflow.core.framework import types_pb2
 
-from npu_adapter.graph.types import op_def_for
+from npu_adapter.graph.types import called_functions, op_def_for
 
 __all__ = ["RANDOM_OPS", "VALUE_DEPENDENT_SHAPE_OPS", "Verdict", "check_functions",
            "ensure_jit_kernels", "jit_kernel_defs"]
@@ -205,16 +205,6 @@ def check_node(node):
     return Verdict(True)
 
 
-def _called_functions(node):
-    for value in node.attr.values():
-        kind = value.WhichOneof("value")
-        if kind == "func":
-            yield value.func.name
-        elif kind == "list":
-            for func in value.list.func:
-                yield func.name
-
-
 def check_functions(names, functions):
     """The :class:`Verdict` of functions ``names`` and everything they call.
 
@@ -243,6 +233,6 @@ def check_functions(names, functions):
             verdict = check_node(node)
             if not verdict.ok:
                 return verdict
-            pending.extend(_called_functions(node))
+            pending.extend(called_functions(node))
     return Verdict(True)
 
