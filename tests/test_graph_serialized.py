@@ -183,12 +183,16 @@ def test_the_first_session_imports_the_users_nodes_from_their_bytes(taken):
     feed = {x: np.random.RandomState(1).randn(3, 256).astype(np.float32)}
     with PlainSession(graph=graph) as sess:
         expected = sess.run(out, feed)
-    with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
+    # (A frozen graph's signature would run on the user's graph: session/direct.py.)
+    config = NpuConfig.from_dict({"npu_adapter_run_on_user_graph": False}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess:
         got = sess.run(out, feed)
     np.testing.assert_array_equal(got, expected)
-    # The user's nodes the shadow holds under their own names (the weights the cluster reads
-    # as arguments and the placeholder) come from the bytes.
-    assert taken == [{"w1", "w2", "x"}]
+    # The user's nodes the shadow holds under their own names come from the bytes: the
+    # cluster's body, inlined under the users' names, is theirs too (graph/inline.py). Nodes
+    # with colocation groups (w2/read) are imported from copies, the fetched node that moved
+    # into the cluster (out) is the rewrite's alias.
+    assert taken == [{"x", "w1", "w2", "w1/read", "MatMul", "hidden", "done", "MatMul_1"}]
     shadow = ShadowGraph.for_graph(graph)
     assert shadow._serialized is None  # dropped once the install used it
     for name in ("w1", "w2"):

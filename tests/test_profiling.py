@@ -442,6 +442,8 @@ def test_events_are_attributed_by_name():
                         ("npu_rewrite_2/GeOp2_0_gear_1/relu", "x = Relu(a)"),
                         ("npu_rewrite_2/GeOp2_0", "x = StatefulPartitionedCall(a)"),
                         ("body_op", "body_op = Tanh(a)"), ("host/op", "host/op = Abs(a)"),
+                        ("npu_rewrite_3/body_op", "x = Tanh(a)"),
+                        ("npu_rewrite_3/host/op", "x = Abs(a)"),
                         ("while/body/_1/StatefulPartitionedCall/body_op", "x = Tanh(a)"),
                         ("body_op/unary_ops_composition", "x = _UnaryOpsComposition(a)"),
                         ("ArithmeticOptimizer/AddOpsRewrite_body_op", "x = AddN(a)"),
@@ -459,6 +461,10 @@ def test_events_are_attributed_by_name():
     assert events["npu_rewrite_2/GeOp2_0"].kind == "cluster_call"
     assert (events["body_op"].kind, events["body_op"].cluster) == ("cluster_op", "GeOp2_1")
     assert events["host/op"].kind == "host" and events["host/op"].op_type == "Abs"
+    # A body node the rewrite changed, inlined under its own name in the shadow's scope.
+    scoped = events["npu_rewrite_3/body_op"]
+    assert (scoped.kind, scoped.cluster, scoped.op) == ("cluster_op", "GeOp2_1", "body_op")
+    assert events["npu_rewrite_3/host/op"].kind == "host"
     looped = events["while/body/_1/StatefulPartitionedCall/body_op"]
     assert (looped.kind, looped.cluster, looped.op) == ("cluster_op", "GeOp2_1", "body_op")
     for made in ("body_op/unary_ops_composition", "ArithmeticOptimizer/AddOpsRewrite_body_op"):

@@ -53,6 +53,9 @@ def _model():
 
 
 def _config(**options):
+    # Installed in the shadow graph: a frozen graph's signature would otherwise run on the
+    # user's graph, where there is nothing to install (session/direct.py).
+    options.setdefault("npu_adapter_run_on_user_graph", False)
     return NpuConfig.from_dict(options).to_config_proto()
 
 
@@ -79,7 +82,7 @@ def test_a_session_runs_the_light_rewrite_with_the_users_weights(small_payloads,
         # Read by a user, the result's graph is the full one, equal to an eager rewrite's.
         full = result.graph_def
         assert len(small_payloads) == 1 and result.light_parts() == (full, None)
-        eager = npu_adapter.rewrite(graph.as_graph_def(), _config(**options),
+        eager = npu_adapter.rewrite(graph.as_graph_def(), NpuConfig.from_dict(options),
                                     fetches=["y:0", "W1:0"], feeds=["x:0"],
                                     graph_num=int(result.clusters[0].name[len("GeOp"):].split("_")[0]))
         assert full.SerializeToString(deterministic=True) == \

@@ -53,17 +53,21 @@ def reuse_of(graph):
     return ShadowGraph.for_graph(graph).reuse
 
 
-def test_a_session_per_request_reuses_tensorflows_session_with_plain_values():
+@pytest.mark.parametrize("on_user_graph", [True, False], ids=["user_graph", "shadow"])
+def test_a_session_per_request_reuses_tensorflows_session_with_plain_values(on_user_graph):
     graph, x, y = frozen_graph()
     with PlainSession(graph=graph) as plain:
         expected = [plain.run(y, {x: feed_value(k)}) for k in range(3)]
-    config = npu_config()
+    # The frozen graph's signature runs on the user's graph (session/direct.py) unless the
+    # option sends it to the shadow: either TensorFlow session is reused.
+    config = npu_config(npu_adapter_run_on_user_graph=on_user_graph)
     for k in range(3):
         with NpuSession(graph=graph, config=config) as sess:
             np.testing.assert_array_equal(sess.run(y, {x: feed_value(k)}), expected[k])
     pool = reuse_of(graph)
-    assert pool.adopted == 2  # the second and third session
-    assert pool.idle_count() == 1
+    ran = "user" if on_user_graph else "shadow"
+    assert (pool.adopted_direct if on_user_graph else pool.adopted) == 2  # sessions 2 and 3
+    assert pool.idle_count(ran) == 1
     with pytest.raises(RuntimeError, match="closed Session"):
         sess.run(y, {x: feed_value()})
 
@@ -80,7 +84,7 @@ def test_installed_sessions_reuse_too():
     finally:
         if not was:
             npu_adapter.uninstall()
-    assert reuse_of(graph).adopted == 1
+    assert reuse_of(graph).adopted_direct == 1
     np.testing.assert_array_equal(values[0], values[1])
 
 
@@ -128,7 +132,9 @@ def test_a_session_whose_graph_became_stateful_is_closed_not_kept():
         sess.run(counter.initializer)
         assert sess.run(tick) == 1
     pool = reuse_of(graph)
-    assert pool.adopted == 1 and pool.idle_count() == 0
+    assert pool.adopted == 1 and pool.idle_count("shadow") == 0
+    # The session of the user's graph only ever runs signatures without state: still idle.
+    assert pool.idle_count("user") == 1
     with NpuSession(graph=graph, config=config) as sess, pytest.raises(UNINITIALISED):
         sess.run(tick)
 
@@ -143,7 +149,9 @@ def test_different_options_do_not_share():
     with NpuSession(graph=graph, config=other) as sess:
         sess.run(y, {x: feed_value()})
     pool = reuse_of(graph)
-    assert pool.adopted == 0 and pool.idle_count() == 2
+    # Per options: the shadow's session and the user graph's (which ran the signature).
+    assert pool.adopted == pool.adopted_direct == 0
+    assert pool.idle_count("shadow") == pool.idle_count("user") == 2
 
 
 def test_one_idle_session_per_options_is_kept():
@@ -160,8 +168,9 @@ def test_one_idle_session_per_options_is_kept():
         second.close()
     finally:
         reuse.release_handle = original
-    assert reuse_of(graph).idle_count() == 1
-    assert len(released) == 1
+    # One of each graph's sessions is kept, the second session's are released.
+    assert reuse_of(graph).idle_count("shadow") == reuse_of(graph).idle_count("user") == 1
+    assert len(released) == 2
 
 
 @pytest.mark.parametrize("use", ["make_callable", "partial_run"])
@@ -189,7 +198,7 @@ def test_the_option_off_dumping_sessions_and_the_xla_backend_do_not_share(tmp_pa
             with NpuSession(graph=graph, config=config) as sess:
                 sess.run(y, {x: feed_value()})
     pool = reuse_of(graph)
-    assert pool.adopted == 0 and pool.idle_count() == 0
+    assert pool.adopted == pool.adopted_direct == 0 and pool.idle_count() == 0
 
 
 def test_the_idle_session_is_released_with_the_graph(monkeypatch):
@@ -263,7 +272,7 @@ def test_an_adopting_session_closed_for_good_releases_both_handles(monkeypatch):
     assert sess.make_callable(total)() == 3.0  # keeps the session out of reuse
     sess.close()
     assert released == [stand_in]  # the adopted handle is closed by TensorFlow's close
-    assert sess._closed and reuse_of(graph).idle_count() == 0
+    assert sess._closed and reuse_of(graph).idle_count("shadow") == 0
 
 
 def test_a_random_op_inside_a_loop_body_keeps_the_session_out():

@@ -7,7 +7,10 @@ TensorFlow costs more than the graph it produces: on a frozen MobileNetV2 the fi
 rewritten graph, whose one cluster is a function call, took 0.36-0.38 s where the same graph
 with the call already inlined took 0.30-0.32 s, as much as the user's own graph
 (bench/PERFORMANCE.md). Sessions of backends whose clusters are plain TensorFlow functions
-(the CPU reference) therefore install their rewrite with the calls inlined here.
+(the CPU reference) therefore install their rewrite with the calls inlined here, and with
+``body_names``: a cluster function copies the user's nodes under their names, so inlined under
+those names again they are the user's nodes, which the session's graph holds once (and which
+:mod:`npu_adapter.session.direct` recognises as the user's graph itself).
 
 What an inlined call keeps of the call's meaning:
 
@@ -26,6 +29,8 @@ A call is left as it is when inlining could change what it does: the function is
 graph. Sessions also keep the calls of graphs with TF1 ref variables (:func:`has_ref_variables`).
 """
 
+import collections
+
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from npu_adapter.graph.names import format_input, unique_name
@@ -36,7 +41,7 @@ from npu_adapter.graph.types import (
     output_port_names,
 )
 
-__all__ = ["CALL_OPS", "inline_calls", "inlinable", "has_ref_variables"]
+__all__ = ["CALL_OPS", "Inlined", "inline_calls", "inlinable", "has_ref_variables"]
 
 CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 # TF1 control flow: frames are named by an attr of the graph, not scoped by the function.
@@ -44,6 +49,22 @@ _FRAME_OPS = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
                         "RefNextIteration", "LoopCond", "Switch", "RefSwitch", "Merge",
                         "RefMerge"})
 _COMPILED_ATTRS = ("_XlaMustCompile", "_XlaCompile", "_noinline")
+
+
+class Inlined(collections.namedtuple(
+        "Inlined", ["graph_def", "calls", "origins", "pass_through"])):
+    """What :func:`inline_calls` made.
+
+    Attributes:
+        graph_def: the graph with the calls inlined (the input graph when none was).
+        calls: names of the inlined calls, in graph order.
+        origins: graph node name → name of the body node it is, for every inlined body node.
+        pass_through: names of the nodes standing for inlined calls that only pass their
+            results on: the call had no control inputs and its body no stateful op, so what
+            the stand adds to its results (waiting for the whole body) changes no value.
+    """
+
+    __slots__ = ()
 
 
 def has_ref_variables(graph_def):
@@ -87,7 +108,7 @@ def inlinable(call, fdef):
 class _Body:
     """One call's function body, renamed into the calling graph."""
 
-    def __init__(self, call, fdef, functions, taken):
+    def __init__(self, call, fdef, functions, taken, body_names=False):
         self.call = call
         self.fdef = fdef
         self.prefix = call.name + "/"
@@ -99,8 +120,26 @@ class _Body:
         self.nodes = {n.name: n for n in fdef.node_def}
         self.functions = functions
         self._ports = {}
-        names = {self.prefix + n for n in self.nodes}
-        self.clash = not names.isdisjoint(taken)
+        if body_names:
+            # A body node keeps its own name where the graph leaves it free (the cluster's
+            # members were taken out of the graph, so their names are free unless the rewrite
+            # reused one, e.g. for the alias of a fetched member); the others take the call's
+            # prefix, made unique.
+            self.rename = {}
+            used = set(taken)
+            for name in self.nodes:
+                if name not in used:
+                    used.add(name)
+                    self.rename[name] = name
+            for name in self.nodes:
+                if name not in self.rename:
+                    self.rename[name] = unique_name(self.prefix + name, used)
+            self.clash = False
+        else:
+            self.rename = {name: self.prefix + name for name in self.nodes}
+            self.clash = not taken.isdisjoint(self.rename.values())
+        names = set(self.rename.values())
+        self.pure = not self.controls and all(_pure(node.op) for node in fdef.node_def)
         self.gate = None
         if self.controls and not self.clash:
             self.gate = unique_name(self.prefix + "input_control_node", names | taken)
@@ -111,7 +150,7 @@ class _Body:
         or None when it names nothing the body has."""
         if text.startswith("^"):
             name = text[1:]
-            return "^" + self.prefix + name if name in self.nodes else None
+            return "^" + self.rename[name] if name in self.nodes else None
         if text in self.args:
             return self.args[text]
         name, _, suffix = text.partition(":")
@@ -130,18 +169,18 @@ class _Body:
             port = ports.get(suffix)
             if port is None:
                 return None
-        return format_input(self.prefix + name, port)
+        return format_input(self.rename[name], port)
 
     def write(self, out):
         """Add the body and the node standing for the call to ``out``; False (``out``
         unchanged) when some reference cannot be mapped."""
-        prefix = self.prefix
+        rename = self.rename
         added = []
         read_inside = set()
         for body in self.fdef.node_def:
             node = node_def_pb2.NodeDef()
             node.CopyFrom(body)
-            node.name = prefix + body.name
+            node.name = rename[body.name]
             if not node.device:
                 node.device = self.call.device
             inputs = []
@@ -161,7 +200,7 @@ class _Body:
             node.input.extend(inputs)
             if "_class" in node.attr:
                 groups = node.attr["_class"].list.s
-                groups[:] = [b"loc:@" + prefix.encode() + g[5:]
+                groups[:] = [b"loc:@" + rename[g[5:].decode()].encode()
                              if g.startswith(b"loc:@") and g[5:].decode() in self.nodes else g
                              for g in groups]
             added.append(node)
@@ -188,10 +227,16 @@ class _Body:
         else:
             stand.op = "NoOp"
         stand.input.extend(results)
-        stand.input.extend("^" + prefix + name for name in waits if name in self.nodes)
+        stand.input.extend("^" + rename[name] for name in waits if name in self.nodes)
         if self.gate is not None:  # a result may be an argument passed through
             stand.input.append("^" + self.gate)
         return True
+
+
+def _pure(op_type):
+    """Whether ``op_type`` is known to TensorFlow, not stateful and calls no function."""
+    op_def = op_def_for(op_type)
+    return op_def is not None and not op_def.is_stateful and not may_reference_functions(op_type)
 
 
 def _node_of(text):
@@ -226,14 +271,19 @@ def _referenced_functions(graph_def, library):
     return found
 
 
-def inline_calls(graph_def, select=None):
-    """``(GraphDef, inlined call names)``: a copy of ``graph_def`` with each call node that
-    ``select(call, fdef)`` accepts (all, by default) and :func:`inlinable` allows replaced by its
-    function's body (see the module docstring); functions no node refers to any more are left out
-    of the library. ``graph_def`` itself is returned when no call is inlined."""
+def inline_calls(graph_def, select=None, *, body_names=False):
+    """An :class:`Inlined`: a copy of ``graph_def`` with each call node that ``select(call,
+    fdef)`` accepts (all, by default) and :func:`inlinable` allows replaced by its function's
+    body (see the module docstring); functions no node refers to any more are left out of the
+    library. ``graph_def`` itself is returned when no call is inlined.
+
+    Body nodes are named ``<call>/<body node>``, as TensorFlow names them; with ``body_names``
+    they keep their own names where the graph leaves them free (a cluster function's nodes are
+    named after the user's nodes they copy, so the inlined cluster is those nodes again)."""
     library = {f.signature.name: f for f in graph_def.library.function}
+    unchanged = Inlined(graph_def, [], {}, frozenset())
     if not library:
-        return graph_def, []
+        return unchanged
     taken = None
     bodies = {}
     for node in graph_def.node:
@@ -244,31 +294,36 @@ def inline_calls(graph_def, select=None):
             continue
         if taken is None:
             taken = {n.name for n in graph_def.node}
-        body = _Body(node, fdef, library, taken)
+        body = _Body(node, fdef, library, taken, body_names)
         if not body.clash:
             bodies[node.name] = body
             taken.update(body.names)
             if body.gate is not None:
                 taken.add(body.gate)
     if not bodies:
-        return graph_def, []
+        return unchanged
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     inlined = []
+    origins = {}
+    pass_through = set()
     for node in graph_def.node:
         body = bodies.get(node.name)
         if body is not None:
             mark = len(out.node)
             if body.write(out):
                 inlined.append(node.name)
+                origins.update((name, body_name) for body_name, name in body.rename.items())
+                if body.pure:
+                    pass_through.add(node.name)
                 continue
             del out.node[mark:]
         out.node.add().CopyFrom(node)
     if not inlined:
-        return graph_def, []
+        return unchanged
     out.library.gradient.extend(graph_def.library.gradient)
     used = _referenced_functions(out, library)
     for fdef in graph_def.library.function:
         if fdef.signature.name in used:
             out.library.function.add().CopyFrom(fdef)
-    return out, inlined
+    return Inlined(out, inlined, origins, frozenset(pass_through))

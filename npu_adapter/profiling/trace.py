@@ -10,9 +10,10 @@ record per executed node: name, start (µs since the epoch), duration, thread an
 * a name ending in ``GeOp<N>_<k>`` is the cluster's call (the span of the whole cluster when it
   runs as a function);
 * a name of a cluster body node, known from the rewritten graphs registered with
-  :meth:`ClusterIndex.add_graph`, is an op of that cluster run by the function runtime; so is a
-  node TensorFlow's optimiser made from one inside the function (``<body node>/<suffix>`` or
-  ``<Name>Optimizer/<Stage>_<body node>``);
+  :meth:`ClusterIndex.add_graph`, is an op of that cluster: run by the function runtime, or
+  inlined under the user's node name by the session (also under the shadow graph's
+  ``npu_rewrite_<N>/`` scope when the rewrite changed it); so is a node TensorFlow's optimiser
+  made from one (``<body node>/<suffix>`` or ``<Name>Optimizer/<Stage>_<body node>``);
 * ``_SOURCE``/``_SINK``, argument and return-value nodes and the data dump's reporting ops are
   runtime bookkeeping; everything else is a host op.
 """
@@ -30,6 +31,8 @@ _DUMP_PREFIX = "npu_adapter_dump/"
 _OPTIMIZER_MADE = re.compile(r"^[A-Za-z]+Optimizer/[A-Za-z0-9]+_(.+)$")
 # A cluster call inlined under its own node name, e.g. inside a loop body function.
 _INLINED_CALL = re.compile(r"(?:^|.*/)(?:Stateful)?PartitionedCall(?:_\d+)?/(.+)$")
+# The scope a session's shadow graph imports the changed part of a rewrite under.
+_SHADOW_SCOPE = re.compile(r"^npu_rewrite_\d+/(.+)$")
 
 HOST = "host"
 CLUSTER_OP = "cluster_op"
@@ -89,6 +92,10 @@ class ClusterIndex:
             found = self._body_cluster(inlined.group(1))
             return (found, inlined.group(1)) if found else None
         found = self._body_cluster(name)
+        if found is None:
+            scoped = _SHADOW_SCOPE.match(name)
+            if scoped and self._body_cluster(scoped.group(1)) is not None:
+                return self._body_cluster(scoped.group(1)), scoped.group(1)
         return (found, name) if found else None
 
     def _body_cluster(self, name):

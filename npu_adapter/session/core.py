@@ -14,8 +14,11 @@ around ``Session.run``:
    (:func:`npu_adapter.rewrite`) and installed in the shadow; every session on the same graph
    and options shares it. A backend whose clusters are plain TensorFlow function calls (the
    CPU reference) has them installed inlined, as TensorFlow's first run would inline them
-   (:mod:`npu_adapter.graph.inline`). With ``iterations_per_loop`` > 1 a run of the loop
-   target runs N steps in one TensorFlow loop (:mod:`npu_adapter.session.loop`).
+   (:mod:`npu_adapter.graph.inline`), under the user's node names. A signature whose installed
+   form is then the user's own nodes and keeps no state is not installed: it runs on a
+   TensorFlow session of the user's graph (:mod:`npu_adapter.session.direct`). With
+   ``iterations_per_loop`` > 1 a run of the loop target runs N steps in one TensorFlow loop
+   (:mod:`npu_adapter.session.loop`).
 4. ``run`` maps the fetches and feeds to the shadow graph, asks the backend's runtime which
    variant of the signature this run executes (gears called directly, lazy_recompile
    specialisations; :mod:`npu_adapter.backends.runtime`), runs it and rebuilds the user's fetch
@@ -43,6 +46,7 @@ from npu_adapter.collector import collector_paused
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.inline import has_ref_variables, inline_calls
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
+from npu_adapter.session.direct import keeps_no_state, resolves_to_user_graph
 from npu_adapter.session.loop import install_loop, loop_target
 from npu_adapter.session.reuse import closed_handle, release_handle
 from npu_adapter.session.shadow import ShadowGraph
@@ -151,12 +155,16 @@ class _Signature:
 
     Attributes:
         result: the RewriteResult (None when the signature runs unrewritten).
-        base: the :class:`~npu_adapter.session.shadow.Installed` of the rewritten graph.
+        base: the :class:`~npu_adapter.session.shadow.Installed` of the rewritten graph (see
+            :meth:`installed`).
+        direct: True when the installed form is the user's own nodes and keeps no state: runs
+            take the user's graph (see :mod:`npu_adapter.session.direct`).
         variants: variant key → Installed, built on first use.
         names: ``(tensors, ops, feeds)`` user names of the signature.
     """
 
-    __slots__ = ("ready", "error", "result", "base", "variants", "names", "lock", "loop")
+    __slots__ = ("ready", "error", "result", "base", "pending", "direct", "variants", "names",
+                 "lock", "loop")
 
     def __init__(self, names):
         self.loop = None  # the IterationOp of a loop-sunk signature
@@ -164,19 +172,35 @@ class _Signature:
         self.error = None
         self.result = None
         self.base = None
+        self.pending = None  # (graph_def, user_nodes, install kwargs) of a direct signature
+        self.direct = False
         self.variants = {}
         self.names = names
         self.lock = threading.Lock()
+
+    def installed(self, shadow):
+        """:attr:`base`, installing a direct signature in ``shadow`` on first use (only what
+        needs the shadow's elements, a callable, asks)."""
+        if self.base is None and self.pending is not None:
+            with self.lock:
+                if self.base is None:
+                    graph_def, user_nodes, kwargs = self.pending
+                    with collector_paused():
+                        self.base = shadow.install(graph_def, user_nodes, **kwargs)
+                    self.pending = None
+        return self.base
 
 
 class _RunPlan:
     """How to run one fetch structure with one set of feed keys (the steady-state fast path)."""
 
     __slots__ = ("mapper", "signature", "program", "feed_keys", "fed_names", "system_op",
-                 "mapped")
+                 "mapped", "direct")
 
     def __init__(self, mapper, signature, program, feed_keys, fed_names, system_op=None):
         self.system_op = system_op      # "NPUInit" / "NPUShutdown" when the run executes one
+        # Runs on the direct session (the user's graph), unless a shape picks a variant.
+        self.direct = signature.direct and (program is None or not program.needs_shapes)
         self.mapper = mapper
         self.signature = signature
         self.program = program
@@ -374,6 +398,7 @@ class _NpuSessionMixin:
             stand_in = self.__dict__.pop("_npu_stand_in", None)
             if stand_in is not None:  # an adopted session closed for good
                 release_handle(stand_in, closed=True)
+            self._npu_close_direct()
             self._npu_close_parts()
 
     def _npu_close_parts(self):
@@ -422,6 +447,68 @@ class _NpuSessionMixin:
         handle, self._session = self._session, stand_in  # BaseSession.__del__ deletes it
         self._npu_shadow.reuse.give(key, handle)
         return True
+
+    # ------------------------------------------------------------------ direct session
+    def _npu_direct_allowed(self):
+        """Whether this session may run signatures on TensorFlow's session of the user's graph
+        (see :mod:`npu_adapter.session.direct`): not a dumping session (its graphs report to
+        it), not a remote target, not with ``npu_adapter_run_on_user_graph`` false."""
+        return bool(self._npu_config.npu_adapter_run_on_user_graph and self._npu_dump is None
+                    and self.__dict__.get("_target") == b"")
+
+    def _npu_direct_session(self):
+        """The TensorFlow session of the user's graph that runs direct signatures: an idle one
+        of the graph's (its signatures prepared already) or a new one, on first use."""
+        session = self.__dict__.get("_npu_direct")
+        if session is not None:
+            return session
+        with self._npu_lock:
+            session = self.__dict__.get("_npu_direct")
+            if session is None:
+                session = PlainSession(self._target, self._npu_user_graph, self._config)
+                key = self._npu_reuse_key()
+                handle = self._npu_shadow.reuse.take_direct(key) if key is not None else None
+                if handle is not None:  # its signatures are prepared: run on it instead
+                    fresh, session._session = session._session, handle
+                    release_handle(fresh)
+                self._npu_direct = session
+        return session
+
+    def _npu_close_direct(self):
+        """Keep the direct session idle for the next session on the graph (it only ever ran
+        signatures that keep no state) or close it."""
+        session = self.__dict__.pop("_npu_direct", None)
+        if session is None:
+            return
+        key = self._npu_reuse_key()
+        if key is None or session._closed or not session._session:
+            session.close()
+            return
+        # The pool keeps TensorFlow's handle, not the Session (which holds the user's graph:
+        # the shadow, and so its pool, must not keep the graph alive).
+        handle, session._session = session._session, None
+        session._closed = True
+        self._npu_shadow.reuse.give_direct(key, handle)
+
+    def _npu_run_direct(self, plan, feed_dict, options, run_metadata):
+        """Run a direct signature: the user's own fetches and feeds, on the direct session."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        session = self._npu_direct_session()
+        profiler = self._npu_profiler
+        profiling = profiler is not None and profiler.settings() is not None
+        if profiling:
+            options, run_metadata = _traced(options, run_metadata)
+        elements = plan.mapper.unique_fetches()
+        if len(elements) == 1:
+            values = [_BASE["run"](session, elements[0], feed_dict, options, run_metadata)]
+        else:
+            values = _BASE["run"](session, elements, feed_dict, options, run_metadata)
+        if profiling:
+            profiler.after_run(run_metadata, iterations=1)
+        if plan.system_op is not None:
+            self._npu_system_op_ran(plan.system_op)
+        return plan.mapper.build_results(values)
 
     # ------------------------------------------------------------------ signatures
     def _npu_names(self, elements, feed_keys):
@@ -529,8 +616,19 @@ class _NpuSessionMixin:
                 self._npu_profiler.register_graph(light)
             if self._npu_backend.inlines_calls_at_install and not has_ref_variables(light):
                 clusters = {c.name for c in result.clusters}
-                light, _ = inline_calls(
-                    light, lambda call, fdef: fdef.signature.name in clusters)
+                # Under the user's names, the body nodes that copy a user's node unchanged
+                # are that node to the shadow: the shadow holds one copy of the model.
+                inlined = inline_calls(
+                    light, lambda call, fdef: fdef.signature.name in clusters, body_names=True)
+                light = inlined.graph_def
+                if self._npu_direct_allowed() and keeps_no_state(light) and \
+                        resolves_to_user_graph(inlined, user_nodes, **maps):
+                    signature.direct = True
+                    # Installed only if a callable asks; no reference to the shadow here (the
+                    # shadow holds its signatures and must die with the user's graph).
+                    signature.pending = (light, user_nodes, dict(payloads=payloads, **maps))
+                    shadow.release_serialized()  # nothing to import now
+                    return
             signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
 
     def _npu_instrumented(self, graph_def):
@@ -552,7 +650,7 @@ class _NpuSessionMixin:
     def _npu_variant(self, signature, variant):
         """The Installed of ``variant`` (installed on first use, shared via the shadow)."""
         if variant.key is None:
-            return signature.base
+            return signature.installed(self._npu_shadow)
         installed = signature.variants.get(variant.key)
         if installed is not None:
             return installed
@@ -594,8 +692,10 @@ class _NpuSessionMixin:
             plan = self._npu_plan(fetches, feed_dict, config)
             if key is not None and len(self._npu_fast) < _FAST_CACHE_SIZE:
                 self._npu_fast[key] = plan
+        if plan.direct:
+            return self._npu_run_direct(plan, feed_dict, options, run_metadata)
         signature = plan.signature
-        installed = signature.base
+        installed = signature.installed(self._npu_shadow)
         if plan.program is not None and plan.program.needs_shapes:
             fed = self._npu_fed_values(plan, feed_dict)
             selection = plan.program.select({name: np.shape(value)
@@ -710,7 +810,7 @@ class _NpuSessionMixin:
             return generic_run
         mapper = _fetch_mapper(self._npu_user_graph, fetches)
         elements = mapper.unique_fetches()
-        installed = self._npu_signature(elements, []).base
+        installed = self._npu_signature(elements, []).installed(self._npu_shadow)
         mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
                   else installed.ops[e.name] for e in elements]
         self._npu_reusable = False  # TensorFlow keeps the callable until its session closes
@@ -730,7 +830,7 @@ class _NpuSessionMixin:
         fetches = [graph.get_tensor_by_name(name) for name in callable_options.fetch]
         targets = [graph.get_operation_by_name(name) for name in callable_options.target]
         signature = self._npu_signature(fetches + targets, list(callable_options.feed))
-        installed = signature.base
+        installed = signature.installed(self._npu_shadow)
         options = type(callable_options)()
         options.CopyFrom(callable_options)
         del options.fetch[:]

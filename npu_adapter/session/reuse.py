@@ -86,13 +86,15 @@ def release_handle(handle, closed=False):
         tf_session.TF_DeleteSession(handle)
 
 
-def _release_all(idle):
-    """Finaliser of a shadow: release its idle sessions (``idle`` is the dict, not the pool)."""
-    handles = list(idle.values())
-    idle.clear()
-    for handle in handles:
-        with contextlib.suppress(Exception):  # a finaliser must not raise
-            release_handle(handle)
+def _release_all(*pools):
+    """Finaliser of a shadow: release its idle sessions (``pools`` are the dicts, not the
+    pool objects)."""
+    for idle in pools:
+        handles = list(idle.values())
+        idle.clear()
+        for handle in handles:
+            with contextlib.suppress(Exception):  # a finaliser must not raise
+                release_handle(handle)
 
 
 class SessionReuse:
@@ -105,13 +107,15 @@ class SessionReuse:
     def __init__(self, owner):
         self._lock = threading.Lock()
         self._idle = {}               # (target, serialized ConfigProto) -> C session handle
+        self._idle_direct = {}        # the same keys -> C handle of a user-graph session
         self._ops_seen = 0            # shadow ops scanned so far (a graph only grows)
         self._function_names = set()  # shadow functions scanned so far
         self._op_types = set()
         self._called = set()
         self._stateful = None         # the first stateful op type found, for good
-        self.adopted = 0              # sessions that took an idle session
-        finaliser = weakref.finalize(owner, _release_all, self._idle)
+        self.adopted = 0              # sessions that took an idle session of the shadow
+        self.adopted_direct = 0       # sessions that took an idle session of the user's graph
+        finaliser = weakref.finalize(owner, _release_all, self._idle, self._idle_direct)
         finaliser.atexit = False      # at exit the process frees them; TensorFlow may be gone
 
     def stateful_op(self, graph, functions):
@@ -153,7 +157,27 @@ class SessionReuse:
                 return
         release_handle(handle)
 
-    def idle_count(self):
-        """How many sessions are idle."""
+    def take_direct(self, key):
+        """The idle session handle of the *user's* graph kept under ``key`` (no longer idle),
+        or None. Such a session only ever ran signatures that keep no state
+        (session/direct.py)."""
         with self._lock:
-            return len(self._idle)
+            handle = self._idle_direct.pop(key, None)
+            self.adopted_direct += handle is not None
+            return handle
+
+    def give_direct(self, key, handle):
+        """Keep the handle of a session of the user's graph idle under ``key``, or release it
+        when one is kept there already."""
+        with self._lock:
+            if key not in self._idle_direct:
+                self._idle_direct[key] = handle
+                return
+        release_handle(handle)
+
+    def idle_count(self, graph=None):
+        """How many sessions are idle: of the shadow graph (``graph="shadow"``), of the user's
+        graph (``"user"``), or both (None)."""
+        with self._lock:
+            counts = {"shadow": len(self._idle), "user": len(self._idle_direct)}
+        return counts[graph] if graph is not None else sum(counts.values())

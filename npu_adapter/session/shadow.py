@@ -230,6 +230,12 @@ class ShadowGraph:
             finally:
                 self._drop_serialized()
 
+    def release_serialized(self):
+        """Free the serialized user graph kept for the next install (a signature that
+        installs nothing would otherwise hold a copy of the weights until the next one)."""
+        with self.lock:
+            self._drop_serialized()
+
     def _drop_serialized(self):
         serialized, self._serialized = self._serialized, None
         if serialized is not None:
