@@ -7,6 +7,7 @@
 """
 
 import contextlib
+import gc
 import importlib
 
 from npu_adapter.backends.runtime import LAZY_CACHE_SIZE
@@ -34,6 +35,14 @@ for _name in _SESSION_MODULES:
 del _name
 with contextlib.suppress(Exception):  # a broken install is reported by the first rewrite
     importlib.import_module("npu_adapter.op_support").default_op_support()
+# One full collection now, while the script starts. After ``import tensorflow`` a process holds
+# ~270k long-lived objects and a full collection walks them all (~120 ms here); CPython starts
+# one once enough objects have survived younger collections since the last, and whether the
+# objects a first run keeps (the rewrite's result, the session graph's ops) tip it depends on
+# what the script allocated before. Without this, a frozen LeNet's first run paid that
+# collection in one environment and not in another (0.21 s against 0.11 s,
+# bench/PERFORMANCE.md). After it, the first sessions' survivors are far from the next one.
+gc.collect()
 
 __all__ = ["NpuSession", "NpuInteractiveSession", "install", "uninstall", "is_installed",
            "plain_session_class", "note_graph_changed", "is_npu_session", "LAZY_CACHE_SIZE"]

@@ -126,6 +126,8 @@ class _Resolver:
         user = self._candidate(node)
         if user is None or node.op != user.op or len(node.input) != len(user.input):
             return None
+        if node.name == user.name and self._reads_as_user(node, user):
+            return user.name if self._same(node, user) else None
         inputs = []
         for text in node.input:
             mapped = self.tensor(text)
@@ -136,18 +138,32 @@ class _Resolver:
         if _data(inputs) != _data(user.input) or \
                 sorted(_controls(inputs)) != sorted(_controls(user.input)):
             return None
-        copy = node
-        if node.name != user.name or list(node.input) != list(user.input):
-            copy = type(node)()
-            copy.CopyFrom(node)  # a light node: no data to copy
-            copy.name = user.name
-            del copy.input[:]
-            copy.input.extend(user.input)
-        if PAYLOAD_ATTR in copy.attr:
-            same = is_light_form_of(copy, user, ignore_attrs=("_class",))
-        else:
-            same = _same_but_colocation(copy, user)
-        return user.name if same else None
+        copy = type(node)()
+        copy.CopyFrom(node)  # a light node: no data to copy
+        copy.name = user.name
+        del copy.input[:]
+        copy.input.extend(user.input)
+        return user.name if self._same(copy, user) else None
+
+    def _reads_as_user(self, node, user):
+        """Whether ``node``'s inputs are written as the user's node's are and each names a
+        node that is the user's own node of that name (judged already): then they resolve to
+        the user's inputs as they stand (the common case, without parsing them)."""
+        judged = self.user_name
+        for text, user_text in zip(node.input, user.input):
+            if text != user_text:
+                return False
+            source = text[1:] if text.startswith("^") else text.partition(":")[0]
+            if judged.get(source) != source:
+                return False
+        return True
+
+    @staticmethod
+    def _same(node, user):
+        """NodeDef equality but for colocation groups and, for a light Const, the data."""
+        if PAYLOAD_ATTR in node.attr:
+            return is_light_form_of(node, user, ignore_attrs=("_class",))
+        return _same_but_colocation(node, user)
 
 
 def _data(inputs):
