@@ -136,7 +136,7 @@ def run(ctx):
     the target applies to 100)."""
     steps = 200 if ctx.quick else 1000
     repeat = 5 if ctx.quick else 15
-    budget = 4.0 if ctx.quick else 15.0
+    budget = 4.0 if ctx.quick else 8.0
     us = _measure(ctx, steps, repeat, budget)
     plain = us["plain"]
     rows, details = [], {}

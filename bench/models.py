@@ -74,7 +74,8 @@ class ModelSpec:
     lists tensor names; both are valid in ``graph_def``. ``targets`` are op names to run without
     fetching (the train op of training graphs). ``init_op`` is the variable initialiser of
     training graphs (``None`` for frozen graphs). ``saved_model_dir`` is set by
-    :func:`saved_model`.
+    :func:`saved_model`. ``graph_bytes`` holds the serialized GraphDef instead of ``graph_def``
+    when :func:`get_model` was asked for it.
     """
 
     name: str
@@ -86,6 +87,7 @@ class ModelSpec:
     size: str
     init_op: Optional[str] = None
     saved_model_dir: Optional[str] = None
+    graph_bytes: Optional[bytes] = None
 
 
 @dataclasses.dataclass
@@ -147,21 +149,26 @@ def cache_path(name: str, *, cache_dir=None) -> Path:
     return directory / f"{recipe.name}-v{recipe.version}-f{_FORMAT_VERSION}-tf{tf_version}.npz"
 
 
-def get_model(name: str, *, cache_dir=None) -> ModelSpec:
+def get_model(name: str, *, cache_dir=None, serialized=False) -> ModelSpec:
     """Return model ``name``, loading it from the cache or building (and caching) it.
 
     ``cache_dir`` overrides the default directory (see :func:`default_cache_dir`). Each call
-    returns a new :class:`ModelSpec`, so callers may modify it freely.
+    returns a new :class:`ModelSpec`, so callers may modify it freely. With ``serialized`` the
+    spec holds the GraphDef's bytes in ``graph_bytes`` instead of the parsed ``graph_def`` (for
+    an import that never needs it parsed: BERT-base's 438 MB take ~2 s to parse).
     """
     path = cache_path(name, cache_dir=cache_dir)
     if path.exists():
         try:
-            return _load(path)
+            return _load(path, serialized)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, DecodeError) as exc:
             # A truncated or foreign file must not break the corpus: rebuild and overwrite it.
             _LOG.warning("model cache entry %s is unreadable (%s); rebuilding it", path, exc)
     spec = build_model(name)
     _store(spec, path)
+    if serialized:
+        spec.graph_bytes = spec.graph_def.SerializeToString(deterministic=True)
+        spec.graph_def = None
     return spec
 
 
@@ -333,15 +340,22 @@ def _store(spec, path):
         raise
 
 
-def _load(path):
+def _load(path, serialized=False):
     with np.load(path, allow_pickle=False) as data:
         meta = json.loads(data["meta"].tobytes().decode("utf-8"))
-        graph_def = tf.compat.v1.GraphDef()
-        graph_def.ParseFromString(data["graph_def"].tobytes())
+        graph_bytes = data["graph_def"].tobytes()
+        graph_def = None
+        if not serialized:
+            graph_def = tf.compat.v1.GraphDef()
+            graph_def.ParseFromString(graph_bytes)
+            graph_bytes = None
+        elif not graph_bytes:
+            raise ValueError("empty GraphDef")
         feeds = {name: data[f"feed_{i}"] for i, name in enumerate(meta["feeds"])}
     return ModelSpec(
         name=meta["name"],
         graph_def=graph_def,
+        graph_bytes=graph_bytes,
         feeds=feeds,
         fetches=list(meta["fetches"]),
         targets=list(meta["targets"]),

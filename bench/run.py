@@ -2,7 +2,8 @@
 
 Usage::
 
-    python -m bench                          # everything (about 17 minutes on 2 cores)
+    python -m bench                          # every section but xla (under 10 minutes on 2 cores)
+    python -m bench --all                    # xla too
     python -m bench --quick                  # tiny sizes and small models (well under a minute)
     python -m bench --only steady tiny       # some sections
     python -m bench --json out.json          # default: bench/results/latest.json
@@ -22,7 +23,8 @@ Sections (one module each, ``bench/bench_<section>.py``):
 - ``loop_sinking``: training steps/s with ``iterations_per_loop`` 1, 10, 100 vs plain
   TensorFlow's one run per step (small MLP on ``tf.data``, batch 32);
 - ``sessions``: a new session per request on one graph (create, run once, close) vs plain;
-- ``xla``: the xla backend vs plain TensorFlow per model (steady state, first run).
+- ``xla``: the xla backend vs plain TensorFlow per model (steady state, first run); on
+  request (``--only xla`` or ``--all``), see ``ON_REQUEST``.
 
 TensorFlow is imported only after the environment is set (``TF_ENABLE_ONEDNN_OPTS=0``,
 ``TF_CPP_MIN_LOG_LEVEL=2``, ``NPU_ADAPTER_CHECK_PASSES`` unset), in this process and in every
@@ -66,6 +68,10 @@ SECTIONS = {
 }
 """Section name → module (run in this order)."""
 
+ON_REQUEST = ("xla",)
+"""Sections left out of a full ``python -m bench`` (they set no target and cost a minute or
+more: the xla backend compiles every model); ``--only``, ``--all`` and ``--quick`` run them."""
+
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
 NOISE_NOTE = (
@@ -86,6 +92,8 @@ def parse_args(argv=None):
                         help="tiny synthetic sizes, small models, few rounds (a smoke run)")
     parser.add_argument("--only", nargs="+", metavar="SECTION", choices=list(SECTIONS),
                         help=f"run only these sections ({', '.join(SECTIONS)})")
+    parser.add_argument("--all", action="store_true",
+                        help=f"also run the sections left out by default ({', '.join(ON_REQUEST)})")
     parser.add_argument("--json", metavar="PATH", default=str(DEFAULT_JSON),
                         help="where to write the JSON report (default: %(default)s)")
     parser.add_argument("--list", action="store_true", help="list the sections and exit")
@@ -175,7 +183,9 @@ def main(argv=None):
         return 0
     started = time.perf_counter()
     env_notes = _prepare_environment()
-    selected = args.only or list(SECTIONS)
+    # A quick run is a smoke test of every section, the on-request ones included.
+    selected = args.only or [name for name in SECTIONS
+                             if args.all or args.quick or name not in ON_REQUEST]
     selected = [name for name in SECTIONS if name in selected]
     ctx = BenchContext(quick=args.quick)
     load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
