@@ -116,7 +116,7 @@ def run(ctx):
     import os
 
     rows, details = [], {}
-    budget = 1.0
+    budget = 1.0 if ctx.quick else 2.5
     for name in models_needed(ctx.quick):
         spec = ctx.model(name)
         workdir = tempfile.mkdtemp(prefix="npu-adapter-bench-dump-")

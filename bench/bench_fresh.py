@@ -1,9 +1,7 @@
 """Section ``fresh``: first-run latency and peak RSS, each run in a fresh interpreter.
 
 For each model, one process per side (plain ``tf.compat.v1.Session`` / ``NpuSession``, in
-alternating order) loads the frozen model from the corpus cache, imports it into a graph (from its
-serialized bytes, with TensorFlow's import calls as ``npu_adapter.graph.serialized`` makes them:
-both sides load that module before their timer), and then
+alternating order) loads the frozen model from the corpus cache, imports it into a graph, and then
 times session creation through the first ``run`` returning (the training model runs its
 initialiser and one step), runs ``RUNS`` more times, and exits. Both sides parse the same
 serialized ``ConfigProto`` (an ``NpuOptimizer`` entry with default options). Only the NPU side
@@ -42,7 +40,9 @@ __all__ = ["NAME", "TITLE", "models_needed", "run", "worker_main", "FIRST_RUN_TA
 NAME = "fresh"
 TITLE = "First-run latency and peak RSS in fresh processes (NpuSession vs plain Session)"
 
-FULL_MODELS = ("resnet50", "mobilenet_v2", "inception_v3", "bert_encoder", "lenet_train")
+# BERT-base (~20 s a process, 10 processes) has a section of its own, run on request
+# (bench/bench_fresh_bert.py): with it the full benchmark would take 13 minutes.
+FULL_MODELS = ("resnet50", "mobilenet_v2", "inception_v3", "lenet_train")
 QUICK_MODELS = ("small_mlp",)
 # Processes per side and model, interleaved: one or two per side moved a ratio by +-0.2x between
 # runs. BERT-base's first run alone takes ~10-15 s here.
@@ -94,9 +94,10 @@ def _measure(name, mode, config_hex, runs, env):
     return report
 
 
-def run(ctx):
-    """Per model: first-run latency and peak RSS (NPU vs plain); for ``WARM_MODELS`` also the
-    first run of a process whose rewrite is on disk already."""
+def run(ctx, model_names=None):
+    """Per model (``model_names``, default :func:`models_needed`): first-run latency and peak
+    RSS (NPU vs plain); for ``WARM_MODELS`` also the first run of a process whose rewrite is on
+    disk already."""
     import tempfile
 
     _compile_bytecode()
@@ -109,7 +110,7 @@ def run(ctx):
     with tempfile.TemporaryDirectory(prefix="npu-bench-cache-") as cache_dir:
         warm_hex = npu_config_proto({"npu_adapter_cache_dir": cache_dir}) \
             .SerializeToString().hex()
-        for name in models_needed(ctx.quick):
+        for name in model_names or models_needed(ctx.quick):
             repeats = 1 if ctx.quick else FULL_REPEATS
             modes = {"plain": config_hex, "npu": config_hex}
             if ctx.quick or name in WARM_MODELS:
@@ -209,7 +210,7 @@ def worker_main(argv=None):
     import tensorflow as tf
 
     from bench import models
-    from bench.harness import current_rss_kb, import_graph_bytes, peak_rss_self_kb
+    from bench.harness import current_rss_kb, import_graph, peak_rss_self_kb
 
     tf_import_s = time.perf_counter() - start
     if args.config_hex:
@@ -225,13 +226,17 @@ def worker_main(argv=None):
         adapter_import_s = time.perf_counter() - t
         session_cls = NpuSession
     t = time.perf_counter()
-    spec = models.get_model(args.model, serialized=True)
+    spec = models.get_model(args.model)
     load_s = time.perf_counter() - t
     t = time.perf_counter()
-    graph = import_graph_bytes(spec.graph_bytes)
+    # As a script loads a frozen model: parse the GraphDef, tf.import_graph_def. (Importing the
+    # serialized bytes directly saved ~3 s per BERT-base process but left ~100 MB less freed
+    # memory for TensorFlow's first run to reuse: both sides' first runs were 25-45 % slower on
+    # this machine, where touching fresh memory is slow.)
+    graph = import_graph(spec.graph_def)
     import_s = time.perf_counter() - t
     fetches = list(spec.fetches) + list(spec.targets)
-    spec.graph_bytes = None  # the session works from the graph
+    spec.graph_def = None  # the session works from the graph; drop the parsed copy
     rss_before = current_rss_kb()
 
     t = time.perf_counter()

@@ -86,7 +86,7 @@ def run(ctx):
     """Measure every model; two rows per model (steady state, in-process first run)."""
     rows = []
     details = {}
-    budget = 1.0 if ctx.quick else 3.0
+    budget = 1.0 if ctx.quick else 6.0
     for k, name in enumerate(models_needed(ctx.quick)):
         spec = ctx.model(name)
         fetches = list(spec.fetches) + list(spec.targets)

@@ -307,23 +307,6 @@ def import_graph(graph_def):
     return graph
 
 
-def import_graph_bytes(data):
-    """A new ``tf.Graph`` holding the serialized GraphDef ``data`` (no name prefix): what
-    :func:`import_graph` does with the parsed GraphDef, through the same TensorFlow calls,
-    without serialising it again on the Python side first."""
-    import tensorflow as tf
-
-    from npu_adapter.graph.serialized import import_serialized, raw_import_supported
-
-    graph = tf.Graph()
-    if not raw_import_supported():  # a TensorFlow without the calls it makes
-        with graph.as_default():
-            tf.compat.v1.import_graph_def(tf.compat.v1.GraphDef.FromString(data), name="")
-        return graph
-    import_serialized(graph, data)
-    return graph
-
-
 def plain_session(**kwargs):
     """TensorFlow's own ``tf.compat.v1.Session`` (``graph=``, ``config=``), whatever the process
     did before: once a section imports ``npu_bridge`` (loop sinking does, as a training script

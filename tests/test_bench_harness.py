@@ -27,7 +27,7 @@ from bench.harness import (
     summarize,
     validate_report,
 )
-from bench.run import SECTIONS, build_report, parse_args
+from bench.run import ON_REQUEST, SECTIONS, build_report, parse_args
 from npu_adapter.errors import NpuConfigError
 
 
@@ -292,7 +292,10 @@ def test_cli_rejects_unknown_sections_and_keeps_section_order(capsys):
     args = parse_args(["--quick", "--only", "tiny", "rewrite", "--json", "x.json"])
     assert args.quick and args.only == ["tiny", "rewrite"] and args.json == "x.json"
     assert list(SECTIONS) == ["rewrite", "scaling", "steady", "tiny", "gears", "fresh",
-                              "precision", "dump", "loop_sinking", "sessions", "xla"]
+                              "fresh_bert", "precision", "dump", "loop_sinking", "sessions",
+                              "xla"]
+    assert ON_REQUEST == ("fresh_bert", "xla") and not parse_args([]).all
+    assert parse_args(["--all"]).all
 
 
 # --------------------------------------------------------------------------- end to end

@@ -351,14 +351,21 @@ def test_keep_dtype_is_carried_into_the_cluster_and_reported():
     assert next(n for n in fdef.node_def if n.name == "soft").attr["_keep_dtype"].i == 1
 
 
-def test_session_calls_the_chosen_gear_directly():
+@pytest.mark.parametrize("on_user_graph", [True, False], ids=["user_graph", "shadow"])
+def test_session_calls_the_chosen_gear_directly(on_user_graph):
     """With fed inputs and the exact policy the session picks the gear from the fed shapes (as
-    the original GeOp kernel does on the host) and calls that gear's function, skipping the
-    in-graph dispatcher; a shape in no gear still gets the dispatcher's named error."""
+    the original GeOp kernel does on the host) and runs that gear's copy of the cluster,
+    skipping the in-graph dispatcher: on the CPU reference inlined, and (a static-shape copy of
+    the user's nodes, its shape checks made by the choice) on the user's graph itself unless
+    the option sends it to the shadow. A shape in no gear still gets the dispatcher's named
+    error."""
+    from npu_adapter.session import core
+
     g = tf.Graph()
     with g.as_default():
         tf.graph_util.import_graph_def(seed_graph(), name="")
-    config = NpuConfig.from_dict(SEED_CONFIG).to_config_proto()
+    config = NpuConfig.from_dict({**SEED_CONFIG, "npu_adapter_run_on_user_graph": on_user_graph}) \
+        .to_config_proto()
     plain = plain_session_class()(graph=g)
     with NpuSession(graph=g, config=config) as sess:
         for gear in (0, 1, 2, 1, 0):
@@ -368,10 +375,15 @@ def test_session_calls_the_chosen_gear_directly():
             assert [a.tobytes() for a in got] == [b.tobytes() for b in want]
         (entry,) = sess._npu_signatures.values()
         assert sorted(entry.variants) == [("gears", (0,)), ("gears", (1,)), ("gears", (2,))]
-        called = {op.get_attr("f").name for op in sess._graph.get_operations()
-                  if op.type == "StatefulPartitionedCall"}
+        direct = {key: installed is core._DIRECT for key, installed in entry.variants.items()}
+        assert set(direct.values()) == {on_user_graph}
         assert not any(op.type == "StatefulPartitionedCall" for op in g.get_operations())
-        assert {"GeOp1_0_gear_0", "GeOp1_0_gear_1", "GeOp1_0_gear_2"} <= called
+        # No gear function is called: the gears' bodies, their shape checks included, are
+        # inlined into the shadow, or the user's nodes run where they are.
+        shadow_ops = sess._graph.get_operations()
+        assert not any(op.type == "StatefulPartitionedCall" for op in shadow_ops)
+        assert any(op.type == "EnsureShape" for op in shadow_ops) is not on_user_graph
+        assert ("_npu_direct" in sess.__dict__) is on_user_graph
         with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
             sess.run(SEED_FETCHES, seed_feeds(((1, 1, 40, 30), (1, 30), (1, 1))))
         assert sess.npu_gear_stats()["GeOp1_0"]["gear_counts"] == {0: 2, 1: 2, 2: 1}

@@ -127,8 +127,10 @@ def test_signatures_the_rewrite_changes_run_in_the_shadow(case, tmp_path):
         options = {
             "precision": {"npu_adapter_emulate_precision": "on",
                           "precision_mode": "allow_fp32_to_fp16"},
-            "gears": {"input_shape": "x:-1,8", "dynamic_dims": "2;3",
-                      "dynamic_node_type": 1},
+            # (Under the exact policy the chosen gear's copy runs on the user's graph:
+            # tests/test_gears.py; pad_up keeps the in-graph dispatcher.)
+            "gears": {"input_shape": "x:-1,8", "dynamic_dims": "3;4",
+                      "dynamic_node_type": 1, "npu_adapter_gear_policy": "pad_up"},
             "option_off": {"npu_adapter_run_on_user_graph": False},
             "xla": {"npu_adapter_backend": "xla"},
             "dump": {"enable_dump": True, "dump_path": str(tmp_path), "dump_step": "0"},
@@ -254,3 +256,22 @@ def test_state_is_read_from_every_node_and_function():
     variable.CopyFrom(graph_def)
     variable.node.add(name="v", op="VarHandleOp")
     assert not keeps_no_state(variable)
+
+
+def test_a_shape_check_passes_its_input_on_only_when_the_shapes_were_checked():
+    # A gear's copy of a cluster pins the fed input's shape with an EnsureShape: the session
+    # checked that shape when it chose the gear, so the check passes the input on.
+    graph, *_ = frozen_graph()
+    inlined, user_nodes, maps = _installed(graph, ["y:0"], ["x:0"])
+    graph_def = type(inlined.graph_def)()
+    graph_def.CopyFrom(inlined.graph_def)
+    check = graph_def.node.add(name="x_0_arg_pinned_shape", op="EnsureShape", input=["x"])
+    check.attr["T"].type = tf.float32.as_datatype_enum
+    check.attr["shape"].shape.dim.add(size=3)
+    check.attr["shape"].shape.dim.add(size=8)
+    for node in graph_def.node:
+        if node.name == "MatMul":
+            node.input[0] = check.name
+    pinned = inlined._replace(graph_def=graph_def)
+    assert resolves_to_user_graph(pinned, user_nodes, shapes_checked=True, **maps)
+    assert not resolves_to_user_graph(pinned, user_nodes, **maps)

@@ -305,16 +305,18 @@ class Program:
         return Variant(key, evicted)
 
     # ------------------------------------------------------------------ variants
-    def variant_graph(self, key):
-        """The GraphDef of variant ``key`` (not for the base variant ``None``)."""
+    def variant_graph(self, key, graph_def=None):
+        """The GraphDef of variant ``key`` (not for the base variant ``None``), made from the
+        result's graph or from ``graph_def`` (its light form, for a caller that restores the
+        weights itself)."""
         kind, value = key
+        base = graph_def if graph_def is not None else self.result.graph_def
         if kind == "gears":
-            return self.runtime.call_gears(self.result.graph_def,
+            return self.runtime.call_gears(base,
                                            {c.name: g for c, g in zip(self.gear_clusters, value)})
         if kind == "shapes":
             digest = hashlib.sha1(repr(value).encode()).hexdigest()[:10]
-            return self.runtime.pin_shapes(self.result.graph_def, dict(value),
-                                           suffix=f"lazy_{digest}")
+            return self.runtime.pin_shapes(base, dict(value), suffix=f"lazy_{digest}")
         raise ValueError(f"unknown variant kind {kind!r}")
 
 

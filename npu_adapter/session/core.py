@@ -68,6 +68,9 @@ _TF_ERRORS = {
     "Unimplemented": tf.errors.UnimplementedError,
 }
 _FAST_CACHE_SIZE = 1024
+# What _npu_install_variant returns for a variant whose installed form is the user's own nodes:
+# it runs on the direct session (session/direct.py).
+_DIRECT = object()
 _FAST_TYPES = (tf.Tensor, tf.Operation, str)
 
 
@@ -619,7 +622,7 @@ class _NpuSessionMixin:
                 # Under the user's names, the body nodes that copy a user's node unchanged
                 # are that node to the shadow: the shadow holds one copy of the model.
                 inlined = inline_calls(
-                    light, lambda call, fdef: fdef.signature.name in clusters, body_names=True)
+                    light, lambda call, fdef: call.name in clusters, body_names=True)
                 light = inlined.graph_def
                 if self._npu_direct_allowed() and keeps_no_state(light) and \
                         resolves_to_user_graph(inlined, user_nodes, **maps):
@@ -663,17 +666,35 @@ class _NpuSessionMixin:
         return installed
 
     def _npu_install_variant(self, signature, variant):
-        """Install the graph of one variant of ``signature`` in the shadow."""
+        """Install the graph of one variant of ``signature`` in the shadow (or, as for a
+        signature, find it to be the user's own nodes: :data:`_DIRECT`)."""
         program = self._npu_program(signature)
-        graph_def = self._npu_instrumented(program.variant_graph(variant.key))
         tensors, ops, feeds = signature.names
         result = signature.result
         _, user_nodes = self._npu_shadow.user_graph_def()
-        return self._npu_shadow.install(
-            graph_def, user_nodes,
-            fetches={t: result.tensor_map.get(t, t) for t in tensors},
-            targets={o: result.op_map.get(o, o) for o in ops},
-            feeds={f: result.feed_map.get(f, f) for f in feeds})
+        maps = {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
+                "targets": {o: result.op_map.get(o, o) for o in ops},
+                "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
+        if self._npu_dump is None and self._npu_backend.inlines_calls_at_install:
+            # As _npu_build installs a signature: without the weights, calls inlined under the
+            # user's names (a gear's static-shape copy of a cluster is often the user's nodes
+            # again: the session then runs it on the user's graph, and the gear's check of the
+            # fed shape was made by the selection already).
+            light, payloads = result.light_parts()
+            graph_def = program.variant_graph(variant.key, light)
+            if self._npu_profiler is not None:
+                self._npu_profiler.register_graph(graph_def)
+            if not has_ref_variables(graph_def):
+                clusters = {c.name for c in result.clusters}
+                inlined = inline_calls(graph_def, lambda call, fdef: call.name in clusters,
+                                       body_names=True)
+                if self._npu_direct_allowed() and keeps_no_state(inlined.graph_def) and \
+                        resolves_to_user_graph(inlined, user_nodes, shapes_checked=True, **maps):
+                    return _DIRECT
+                graph_def = inlined.graph_def
+            return self._npu_shadow.install(graph_def, user_nodes, payloads=payloads, **maps)
+        graph_def = self._npu_instrumented(program.variant_graph(variant.key))
+        return self._npu_shadow.install(graph_def, user_nodes, **maps)
 
     # ------------------------------------------------------------------ run
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -701,6 +722,8 @@ class _NpuSessionMixin:
             selection = plan.program.select({name: np.shape(value)
                                              for name, value in fed.items()})
             installed = self._npu_variant(signature, selection.variant)
+            if installed is _DIRECT:
+                return self._npu_run_direct(plan, feed_dict, options, run_metadata)
         mapped_feeds = self._npu_map_feeds(plan, installed, feed_dict)
         known, mapped = plan.mapped
         if known is not installed:

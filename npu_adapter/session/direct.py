@@ -25,6 +25,9 @@ from npu_adapter.session.reuse import stateful_op_type
 __all__ = ["resolves_to_user_graph", "keeps_no_state"]
 
 _FORWARDING = frozenset({"Identity", "IdentityN"})
+# Checks of a static shape the rewrite pins on a fed input (a gear's copy of a cluster, a
+# lazy_recompile specialisation): they pass their input on when the fed shape was checked.
+_SHAPE_CHECKS = frozenset({"EnsureShape"})
 
 
 def keeps_no_state(graph_def):
@@ -52,21 +55,23 @@ def keeps_no_state(graph_def):
 class _Resolver:
     """Which user tensor each tensor of an installed graph is (see the module docstring)."""
 
-    def __init__(self, graph_def, user_nodes, origins, pass_through):
+    def __init__(self, graph_def, user_nodes, origins, pass_through, shapes_checked=False):
         self.nodes = {n.name: n for n in graph_def.node}
         self.user_nodes = user_nodes
         self.origins = origins
         self.pass_through = pass_through
+        self.forwarding = _FORWARDING | _SHAPE_CHECKS if shapes_checked else _FORWARDING
         self.user_name = {}  # installed node name -> the user's node it is, or None
 
     def _forwarded(self, node):
         """The inputs ``node`` passes on unchanged (results), or None when it is no forwarder:
         a stand of a pure call without control inputs, or an ``Identity``/``IdentityN`` the
-        user's graph does not hold under its name, without control inputs."""
+        user's graph does not hold under its name, without control inputs (or, when the fed
+        shapes were checked, such an ``EnsureShape``: its first input)."""
         if node.name in self.pass_through:
             return [t for t in node.input if not t.startswith("^")]
-        if node.op in _FORWARDING and not any(t.startswith("^") for t in node.input):
-            return list(node.input)
+        if node.op in self.forwarding and not any(t.startswith("^") for t in node.input):
+            return list(node.input[:1]) if node.op in _SHAPE_CHECKS else list(node.input)
         return None
 
     def tensor(self, text):
@@ -187,7 +192,8 @@ def _same_but_colocation(a, b):
     return copies[0] == copies[1]
 
 
-def resolves_to_user_graph(inlined, user_nodes, *, fetches, targets, feeds):
+def resolves_to_user_graph(inlined, user_nodes, *, fetches, targets, feeds,
+                           shapes_checked=False):
     """Whether the installed graph ``inlined`` (an :class:`~npu_adapter.graph.inline.Inlined`)
     computes each fetch with the user's own nodes, runs each target as the user's own op and
     reads each feed where the user's graph has it.
@@ -197,8 +203,12 @@ def resolves_to_user_graph(inlined, user_nodes, *, fetches, targets, feeds):
         fetches: user tensor name → its tensor in the installed graph.
         targets: user op name → its op in the installed graph.
         feeds: user fed tensor name → the tensor standing for it in the installed graph.
+        shapes_checked: the fed shapes were checked against the static shapes the graph pins
+            (a gear or lazy_recompile variant, chosen for them): the rewrite's shape checks
+            then pass their input on.
     """
-    resolver = _Resolver(inlined.graph_def, user_nodes, inlined.origins, inlined.pass_through)
+    resolver = _Resolver(inlined.graph_def, user_nodes, inlined.origins, inlined.pass_through,
+                         shapes_checked)
     for user, installed in list(fetches.items()) + list(feeds.items()):
         name, port, _ = parse_input(user)
         if resolver.tensor(installed) != format_input(name, port):
