@@ -148,7 +148,7 @@ def _maps(present, clusters, client_names, fetches, targets, feed_map):
 
 def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, backend="cpu",
             dump_dir=None, graph_num=1, pipeline=None, op_support=None, instruments=(),
-            use_cache=False, lazy_weights=False):
+            use_cache=False, lazy_weights=False, derive=None):
     """Partition ``graph_def`` for ``backend`` under ``config``.
 
     Args:
@@ -174,6 +174,9 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         lazy_weights: return the rewritten graph without the large constants' data while
             nobody reads ``graph_def`` (see ``RewriteResult.light_parts``): sessions take the
             weights from the user's graph and skip a copy of them.
+        derive: a function of the new result returning a dict of JSON values, stored as its
+            ``derived`` before it is cached; a result from a cache brings what was derived
+            then (not called again, so it must depend only on what the cache key covers).
 
     Returns:
         A :class:`~npu_adapter.pipeline.result.RewriteResult`.
@@ -186,11 +189,11 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
     """
     with collector_paused():
         return _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num,
-                        pipeline, op_support, instruments, use_cache, lazy_weights)
+                        pipeline, op_support, instruments, use_cache, lazy_weights, derive)
 
 
 def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num, pipeline,
-             op_support, instruments, use_cache, lazy_weights):
+             op_support, instruments, use_cache, lazy_weights, derive):
     import npu_adapter.passes as passes_pkg
     from npu_adapter.backends import get_backend
 
@@ -336,6 +339,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     if lazy:
         result.with_light_graph(final, payloads)
         light = final  # the cache copies it
+    if derive is not None:
+        result.derived.update(derive(result))
     if cache_key is not None:
         from npu_adapter.pipeline import rewrite_cache
 

@@ -162,3 +162,50 @@ def test_a_backend_with_process_bound_rewrites_keeps_them_in_memory(tmp_path, co
                         backend=ProcessBound(), use_cache=True)
     assert not glob.glob(str(tmp_path / "npu_adapter_rewrite" / "*" / "*"))
     assert len(counted_passes) == 1
+
+
+def test_what_a_rewrite_derived_comes_back_with_it(tmp_path, counted_passes):
+    options = {"npu_adapter_cache_dir": str(tmp_path)}
+    calls = []
+
+    def derive(result):
+        calls.append(result)
+        return {"clusters": [c.name for c in result.clusters], "flag": True}
+
+    first = npu_adapter.rewrite(_graph_def(), options, fetches=["probs:0"], feeds=["x:0"],
+                                use_cache=True, derive=derive)
+    assert first.derived == {"clusters": ["GeOp1_0"], "flag": True} and len(calls) == 1
+    rewrite_cache.MEMORY.clear()  # as a new process would start
+    second = npu_adapter.rewrite(_graph_def(), options, fetches=["probs:0"], feeds=["x:0"],
+                                 use_cache=True, derive=derive)
+    assert len(counted_passes) == 1 and len(calls) == 1  # from disk: neither passes nor derive
+    assert second.derived == first.derived
+
+
+def test_a_session_in_a_new_process_takes_its_proof_from_the_cache(tmp_path, monkeypatch):
+    # The proof that a signature's installed form is the user's own nodes (session/direct.py)
+    # is cached with the rewrite: a session of a process with a warm disk cache neither inlines
+    # nor proves again, and still runs on the user's graph with plain values.
+    from npu_adapter.config import NpuConfig
+    from npu_adapter.session import NpuSession, core, plain_session_class
+
+    config = NpuConfig.from_dict({"npu_adapter_cache_dir": str(tmp_path)}).to_config_proto()
+    proofs = []
+    real = core._installed_form
+    monkeypatch.setattr(core, "_installed_form",
+                        lambda *args: proofs.append(1) or real(*args))
+    values = []
+    for _ in range(2):
+        rewrite_cache.MEMORY.clear()
+        graph = tf.Graph()
+        with graph.as_default():
+            tf.graph_util.import_graph_def(_graph_def(), name="")
+        feed = {"x:0": np.ones((2, 1024), np.float32)}
+        with NpuSession(graph=graph, config=config) as sess:
+            values.append(sess.run("probs:0", feed))
+            assert sess.npu_rewrite_result("probs:0", feed).derived == {
+                core._USER_GRAPH_FACT: True}
+            assert "_npu_direct" in sess.__dict__
+        with plain_session_class()(graph=graph) as plain:
+            np.testing.assert_array_equal(values[-1], plain.run("probs:0", feed))
+    assert len(proofs) == 1

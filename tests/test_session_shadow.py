@@ -316,3 +316,33 @@ def test_a_state_owner_the_rewrite_changed_keeps_one_state(make_state):
             results.append(sess.run(read, feed,
                                     options=tf1.RunOptions(timeout_in_ms=5000)))
     np.testing.assert_array_equal(results[1], results[0])
+
+
+def test_a_users_node_needed_after_a_node_of_its_scope_is_imported_as_a_copy():
+    # ``a`` and ``a/b`` are both user nodes. A first signature brings ``a/b`` into the shadow;
+    # a second one needs ``a``: TensorFlow's import counts a name used as a scope as taken
+    # (``a`` would become ``a_1``, or fail without uniquifying), so ``a`` enters as a copy
+    # under the rewrite's scope, and what reads it reads the copy.
+    graph_def = tf1.GraphDef()
+    x = graph_def.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = tf.float32.as_datatype_enum
+    for name, value in (("a/two", 2.0), ("one", 1.0)):
+        const = graph_def.node.add(name=name, op="Const")
+        const.attr["dtype"].type = tf.float32.as_datatype_enum
+        const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value, tf.float32))
+    for name, op, inputs in (("a/b", "Mul", ["x", "a/two"]), ("a", "AddV2", ["x", "one"]),
+                             ("y1", "Neg", ["a/b"]), ("y2", "Neg", ["a"])):
+        node = graph_def.node.add(name=name, op=op, input=inputs)
+        node.attr["T"].type = tf.float32.as_datatype_enum
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    feed = {"x:0": np.array([1.5, -2.0], np.float32)}
+    config = npu_config(npu_adapter_run_on_user_graph=False)  # the shadow is what is tested
+    with NpuSession(graph=graph, config=config) as sess, PlainSession(graph=graph) as plain:
+        for fetch in ("y1:0", "y2:0", ["y2:0", "y1:0"]):
+            got, want = sess.run(fetch, feed), plain.run(fetch, feed)
+            np.testing.assert_array_equal(got, want)
+    names = {op.name for op in ShadowGraph.for_graph(graph).graph.get_operations()}
+    assert "a/b" in names and "a" not in names and "a_1" not in names
+    assert any(n.startswith("npu_rewrite_") and n.endswith("/a") for n in names)

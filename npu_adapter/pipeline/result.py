@@ -303,6 +303,9 @@ class RewriteResult:
         aliases: dict user node name → the tensors (or ``^ops``) its alias node in
             ``graph_def`` reads: the nodes that keep fetched, fed and target names valid after
             their nodes moved into clusters (:mod:`npu_adapter.graph.aliases`).
+        derived: what a caller of ``rewrite(derive=...)`` derived from the result (JSON values),
+            kept with it in the rewrite caches so that a cached result brings it along
+            (sessions record whether the installed form is the user's own nodes).
 
     A result may hold its graph without the weights at first (:meth:`with_light_graph`, as
     ``rewrite`` returns to sessions): ``graph_def`` then puts them back on first access, into a
@@ -322,6 +325,7 @@ class RewriteResult:
     timings: list = dataclasses.field(default_factory=list)
     pass_info: dict = dataclasses.field(default_factory=dict)
     aliases: dict = dataclasses.field(default_factory=dict)
+    derived: dict = dataclasses.field(default_factory=dict)
 
     def with_light_graph(self, light_graph_def, payloads):
         """Hold ``light_graph_def`` (see :mod:`npu_adapter.graph.payload`) instead of the full

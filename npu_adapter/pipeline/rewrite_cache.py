@@ -134,9 +134,10 @@ MEMORY = RewriteCache()
 
 
 # RewriteResult fields the disk record holds (the graph is the artefact; clusters are re-read
-# from it, as a fresh rewrite reads them).
+# from it, as a fresh rewrite reads them), and those an entry may lack (then empty).
 _RECORD_FIELDS = ("placement", "modified", "skip_reason", "tensor_map", "op_map", "feed_map",
                   "pipeline", "timings", "pass_info", "aliases")
+_OPTIONAL_FIELDS = ("derived",)
 _FORMAT = 1
 
 
@@ -187,7 +188,8 @@ class DiskRewriteCache:
             result = RewriteResult(
                 graph_def=None, clusters=clusters_from_graph(light),
                 timings=[tuple(t) for t in meta["timings"]],
-                **{k: meta[k] for k in _RECORD_FIELDS if k != "timings"})
+                **{k: meta[k] for k in _RECORD_FIELDS if k != "timings"},
+                **{k: meta[k] for k in _OPTIONAL_FIELDS if k in meta})
         except (OSError, ValueError, TypeError, KeyError, DecodeError) as exc:
             self.store.discard(key, str(exc) or type(exc).__name__)
             return None
@@ -196,7 +198,7 @@ class DiskRewriteCache:
     def put(self, key, light_graph_def, result):
         """Store ``result`` (with ``light_graph_def`` as its graph); False when its fields do
         not fit a JSON record (then it stays in memory only)."""
-        meta = {k: getattr(result, k) for k in _RECORD_FIELDS}
+        meta = {k: getattr(result, k) for k in _RECORD_FIELDS + _OPTIONAL_FIELDS}
         meta["format"] = _FORMAT
         key = self._disk_key(key)
         try:

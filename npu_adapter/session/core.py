@@ -72,6 +72,33 @@ _FAST_CACHE_SIZE = 1024
 # it runs on the direct session (session/direct.py).
 _DIRECT = object()
 _FAST_TYPES = (tf.Tensor, tf.Operation, str)
+# RewriteResult.derived key: the installed form is the user's own nodes and keeps no state.
+_USER_GRAPH_FACT = "installed_form_is_user_graph"
+
+
+def _maps(result, tensors, ops, feeds):
+    """Install maps of a signature (user names → names in the rewritten graph)."""
+    return {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
+            "targets": {o: result.op_map.get(o, o) for o in ops},
+            "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
+
+
+def _cluster_names(result):
+    return frozenset(c.name for c in result.clusters)
+
+
+def _inlined(graph_def, clusters):
+    """``graph_def`` with the calls of ``clusters`` inlined under the user's names (the body
+    nodes that copy a user's node unchanged are then that node to the shadow)."""
+    return inline_calls(graph_def, lambda call, fdef: call.name in clusters, body_names=True)
+
+
+def _installed_form(light, result, user_nodes, maps):
+    """``(Inlined, whether it is the user's own nodes and keeps no state)`` of a rewrite."""
+    inlined = _inlined(light, _cluster_names(result))
+    direct = keeps_no_state(inlined.graph_def) and \
+        resolves_to_user_graph(inlined, user_nodes, **maps)
+    return inlined, direct
 
 
 # ------------------------------------------------------------------------------ fetch helpers
@@ -175,7 +202,8 @@ class _Signature:
         self.error = None
         self.result = None
         self.base = None
-        self.pending = None  # (graph_def, user_nodes, install kwargs) of a direct signature
+        # (light graph, user nodes, install kwargs, clusters to inline) of a direct signature
+        self.pending = None
         self.direct = False
         self.variants = {}
         self.names = names
@@ -187,9 +215,10 @@ class _Signature:
         if self.base is None and self.pending is not None:
             with self.lock:
                 if self.base is None:
-                    graph_def, user_nodes, kwargs = self.pending
+                    graph_def, user_nodes, kwargs, clusters = self.pending
                     with collector_paused():
-                        self.base = shadow.install(graph_def, user_nodes, **kwargs)
+                        self.base = shadow.install(_inlined(graph_def, clusters).graph_def,
+                                                   user_nodes, **kwargs)
                     self.pending = None
         return self.base
 
@@ -590,49 +619,66 @@ class _NpuSessionMixin:
         tensors, ops, feeds = signature.names
         shadow = self._npu_shadow
         graph_def, user_nodes = shadow.user_graph_def()
+        signature.loop = loop_target(ops, config)
+        inline = self._npu_backend.inlines_calls_at_install and self._npu_dump is None and \
+            signature.loop is None
+        # The proof that the installed form is the user's own nodes depends only on what the
+        # rewrite's cache key covers: it is derived once and cached with the result (a fresh
+        # process with a warm disk cache skips the inlining and the proof).
+        derived = {}
+
+        def derive(result):
+            light, _ = result.light_parts()
+            if has_ref_variables(light):
+                return {_USER_GRAPH_FACT: False}
+            derived["inlined"], direct = _installed_form(
+                light, result, user_nodes, _maps(result, tensors, ops, feeds))
+            return {_USER_GRAPH_FACT: direct}
+
         try:
             result = rewrite(graph_def, config, fetches=list(tensors), targets=list(ops),
                              feeds=list(feeds), backend=self._npu_backend,
                              dump_dir=config.npu_adapter_dump_dir or None,
                              graph_num=shadow.graph_num(graph_def), use_cache=True,
-                             lazy_weights=True)
+                             lazy_weights=True,
+                             derive=derive if inline and self._npu_direct_allowed() else None)
         except RewriteError as exc:
             error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
             raise error_cls(None, None, str(exc)) from exc
         signature.result = result
-        maps = {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
-                "targets": {o: result.op_map.get(o, o) for o in ops},
-                "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
-        signature.loop = loop_target(ops, config)
+        maps = _maps(result, tensors, ops, feeds)
         if signature.loop is not None:
             signature.base = install_loop(shadow, self._npu_instrumented(result.graph_def),
                                           user_nodes, int(config.iterations_per_loop), **maps)
-        elif self._npu_dump is not None:
+            return
+        if self._npu_dump is not None:
             signature.base = shadow.install(self._npu_instrumented(result.graph_def),
                                             user_nodes, **maps)
-        else:
-            # The rewritten graph without its weights: the shadow takes them from the user's
-            # graph (one copy of the weights less; see graph/payload.py). The profiler only
-            # indexes names.
-            light, payloads = result.light_parts()
-            if self._npu_profiler is not None:
-                self._npu_profiler.register_graph(light)
-            if self._npu_backend.inlines_calls_at_install and not has_ref_variables(light):
-                clusters = {c.name for c in result.clusters}
-                # Under the user's names, the body nodes that copy a user's node unchanged
-                # are that node to the shadow: the shadow holds one copy of the model.
-                inlined = inline_calls(
-                    light, lambda call, fdef: call.name in clusters, body_names=True)
-                light = inlined.graph_def
-                if self._npu_direct_allowed() and keeps_no_state(light) and \
-                        resolves_to_user_graph(inlined, user_nodes, **maps):
-                    signature.direct = True
-                    # Installed only if a callable asks; no reference to the shadow here (the
-                    # shadow holds its signatures and must die with the user's graph).
-                    signature.pending = (light, user_nodes, dict(payloads=payloads, **maps))
-                    shadow.release_serialized()  # nothing to import now
-                    return
-            signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
+            return
+        # The rewritten graph without its weights: the shadow takes them from the user's graph
+        # (one copy of the weights less; see graph/payload.py). The profiler only indexes names.
+        light, payloads = result.light_parts()
+        if self._npu_profiler is not None:
+            self._npu_profiler.register_graph(light)
+        if inline and not has_ref_variables(light):
+            inlined = derived.get("inlined")
+            direct = False
+            if self._npu_direct_allowed():
+                direct = result.derived.get(_USER_GRAPH_FACT)
+                if direct is None:  # cached by a rewrite that did not derive it
+                    inlined, direct = _installed_form(light, result, user_nodes, maps)
+            if direct:
+                signature.direct = True
+                # Installed only if a callable asks; no reference to the shadow here (the
+                # shadow holds its signatures and must die with the user's graph).
+                signature.pending = (light, user_nodes, dict(payloads=payloads, **maps),
+                                     _cluster_names(result))
+                shadow.release_serialized()  # nothing to import now
+                return
+            if inlined is None:
+                inlined = _inlined(light, _cluster_names(result))
+            light = inlined.graph_def
+        signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
 
     def _npu_instrumented(self, graph_def):
         """``graph_def`` reporting to the session's data dump, known to its profiler."""
@@ -672,9 +718,7 @@ class _NpuSessionMixin:
         tensors, ops, feeds = signature.names
         result = signature.result
         _, user_nodes = self._npu_shadow.user_graph_def()
-        maps = {"fetches": {t: result.tensor_map.get(t, t) for t in tensors},
-                "targets": {o: result.op_map.get(o, o) for o in ops},
-                "feeds": {f: result.feed_map.get(f, f) for f in feeds}}
+        maps = _maps(result, tensors, ops, feeds)
         if self._npu_dump is None and self._npu_backend.inlines_calls_at_install:
             # As _npu_build installs a signature: without the weights, calls inlined under the
             # user's names (a gear's static-shape copy of a cluster is often the user's nodes
@@ -685,9 +729,7 @@ class _NpuSessionMixin:
             if self._npu_profiler is not None:
                 self._npu_profiler.register_graph(graph_def)
             if not has_ref_variables(graph_def):
-                clusters = {c.name for c in result.clusters}
-                inlined = inline_calls(graph_def, lambda call, fdef: call.name in clusters,
-                                       body_names=True)
+                inlined = _inlined(graph_def, _cluster_names(result))
                 if self._npu_direct_allowed() and keeps_no_state(inlined.graph_def) and \
                         resolves_to_user_graph(inlined, user_nodes, shapes_checked=True, **maps):
                     return _DIRECT

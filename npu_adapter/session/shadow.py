@@ -120,6 +120,8 @@ class ShadowGraph:
         self.graph = tf.Graph()
         self.lock = threading.RLock()
         self._present = {}      # user node name -> its NodeDef, imported under its own name
+        self._name_scopes = set()  # scopes of the shadow's op names (see _taken_scopes)
+        self._name_scopes_seen = 0
         self._scopes = itertools.count(1)
         self._graph_nums = itertools.count(1)
         self._taken_prefixes = None
@@ -249,6 +251,7 @@ class ShadowGraph:
                      if FED_TENSOR_ATTR in n.attr}
         # 1. Which nodes are the user's own (same NodeDef, and inputs own too).
         changed = set()
+        taken = self._taken_scopes()
         for node in nodes:
             if node.name in stand_ins:
                 continue
@@ -266,6 +269,11 @@ class ShadowGraph:
             present = self._present.get(node.name)
             if present is not None and present is not orig and not _same_node(present, orig):
                 changed.add(node.name)  # the user's node changed since the shadow imported it
+            elif present is None and node.name in taken:
+                # The shadow has a node under this name's scope (``a/b``, from an earlier
+                # install): TensorFlow would import ``a`` as ``a_1``. A copy under the scope
+                # serves (a state owner's copy keeps the user's state: _keep_user_state).
+                changed.add(node.name)
         consumers = collections.defaultdict(list)
         for node in nodes:
             for text in node.input:
@@ -320,6 +328,22 @@ class ShadowGraph:
         return Installed({k: tensor(v) for k, v in fetches.items()},
                          {k: op(v) for k, v in targets.items()},
                          {k: tensor(v) for k, v in feeds.items()})
+
+    def _taken_scopes(self):
+        """The scopes of the shadow's op names (``a`` and ``a/b`` of ``a/b/c``): names an
+        import cannot give a new node. Kept up to date with the ops added since the last call
+        (a graph only grows)."""
+        ops = self.graph.get_operations()
+        scopes = self._name_scopes
+        for op in ops[self._name_scopes_seen:]:
+            name = op.name
+            while "/" in name:
+                name = name.rpartition("/")[0]
+                if name in scopes:
+                    break  # and so are its own scopes
+                scopes.add(name)
+        self._name_scopes_seen = len(ops)
+        return scopes
 
     def stateful_op(self):
         """An op type of the shadow (its functions included) that keeps state across runs, or
