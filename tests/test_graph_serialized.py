@@ -4,6 +4,7 @@ the user's nodes from it."""
 import numpy as np
 import pytest
 import tensorflow as tf
+from graph_cases import control_flow_v1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tensorflow.core.framework import graph_pb2
@@ -155,6 +156,83 @@ def test_import_serialized_binds_the_input_map_and_names_a_missing_key():
                                {"x:0": x, "^gate": gate, "nothing:0": x})
     with pytest.raises(ValueError):
         wire.import_serialized(tf.Graph(), source.SerializeToString())  # x is unknown
+
+
+# ------------------------------------------------------------------------ read op by op
+def edited_graph():
+    """A graph whose ops' own NodeDefs are not as ``as_graph_def`` writes them: a TF1 while
+    loop (its Merge's back edge is set with ``_update_input``: ``next:0``), control inputs
+    added out of name order and after the op was made, an input updated by hand, and a copy
+    imported with an ``input_map``."""
+    graph = tf.Graph()
+    with graph.as_default(), control_flow_v1():
+        i = tf1.placeholder(tf.float32, [], name="i")
+        loop = tf1.while_loop(lambda v: v < 10.0, lambda v: v + 1.0, [i], name="loop")
+        c = tf.constant(1.0, name="c")
+        b = tf.constant(2.0, name="b")
+        a = tf.constant(3.0, name="a")
+        with tf1.control_dependencies([c, a, b]):
+            w = tf.identity(loop, name="w")
+        w.op._add_control_input(i.op)
+        m = tf.add(w, 1.0, name="m")
+        m.op._update_input(1, c)
+    copy = graph.as_graph_def()
+    with graph.as_default():
+        p = tf1.placeholder(tf.float32, [], name="p")
+        tf.import_graph_def(copy, input_map={"i:0": p}, name="imported")
+    return graph
+
+
+@pytest.mark.parametrize("build", [lambda: weights_graph()[0], edited_graph])
+def test_nodes_read_op_by_op_are_what_as_graph_def_writes(build):
+    graph = build()
+    graph_def, serialized = wire.per_node_graph_def(graph)
+    assert graph_def.SerializeToString(deterministic=True) == \
+        graph.as_graph_def().SerializeToString(deterministic=True)
+    assert serialized.buffer is None  # nothing of TensorFlow's kept until asked
+    # Each node's wire form is TensorFlow's NodeDef of the op; where that is not the parsed
+    # node (inputs rewritten as the edges say), it is left out of the wire forms.
+    names = {node.name for node in graph_def.node}
+    found = serialized.node_bytes(names)
+    for node in graph_def.node:
+        if node.name in found:
+            one = graph_pb2.GraphDef.FromString(bytes(found[node.name]))
+            assert list(one.node) == [node]
+    left_out = names - set(found)
+    if build is edited_graph:
+        # w: control inputs out of order; m, loop/Merge: updated inputs (c:0, NextIteration:0);
+        # imported/loop/Enter: bound by the input_map (p:0). The import wrote the rest as
+        # as_graph_def does.
+        assert left_out == {"w", "m", "loop/Merge", "imported/loop/Enter"}
+    else:
+        assert not left_out
+    assert serialized.byte_count(names) == sum(
+        len(graph.get_operation_by_name(n)._node_def) for n in names)
+
+
+def test_the_whole_buffer_of_nodes_read_op_by_op_is_serialised_when_asked():
+    graph, _, _ = weights_graph()
+    graph_def, serialized = wire.per_node_graph_def(graph)
+    buffer = serialized.whole_buffer()
+    assert buffer is not None and serialized.whole_buffer() is buffer
+    into = tf.Graph()
+    wire.import_buffer(into, buffer)
+    assert into.as_graph_def().node == graph_def.node
+    serialized.release()
+    assert serialized.buffer is None
+
+
+def test_a_graph_with_functions_is_read_whole():
+    graph, _, _ = weights_graph()
+
+    @tf.function
+    def double(t):
+        return t * 2.0
+
+    double.get_concrete_function(tf.TensorSpec([], tf.float32)).add_to_graph(graph)
+    assert wire.per_node_graph_def(graph) is None
+    graph_def, serialized = wire.serialized_graph_def(graph)
+    assert graph_def == graph.as_graph_def() and graph_def.library.function
 
 
 # ------------------------------------------------------------------------- in the shadow

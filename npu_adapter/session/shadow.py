@@ -33,6 +33,7 @@ from npu_adapter.graph.serialized import (
     frame_node,
     import_buffer,
     import_serialized,
+    per_node_graph_def,
     raw_import_supported,
     serialized_graph_def,
 )
@@ -164,11 +165,14 @@ class ShadowGraph:
             cached = self._graph_def
             if cached is None or cached[0] != stamp:
                 if _RAW_IMPORT:
-                    # Before the first install, TensorFlow's buffer is kept too: the whole
-                    # graph may then be imported from it (see _import_user_graph).
+                    # Read op by op when the graph has no functions (see per_node_graph_def);
+                    # else whole, and before the first install TensorFlow's buffer is kept
+                    # too: the whole graph may then be imported from it (_import_user_graph).
                     self._drop_serialized()
-                    graph_def, self._serialized = serialized_graph_def(
-                        user_graph, keep_buffer=not self._present)
+                    read = per_node_graph_def(user_graph)
+                    if read is None:
+                        read = serialized_graph_def(user_graph, keep_buffer=not self._present)
+                    graph_def, self._serialized = read
                 else:  # a TensorFlow without the import functions graph/serialized.py calls
                     graph_def = user_graph.as_graph_def()
                 cached = self._graph_def = (stamp, graph_def,
@@ -418,19 +422,25 @@ class ShadowGraph:
         """
         serialized = self._serialized
         cached = self._graph_def
-        if self._present or serialized is None or serialized.buffer is None or \
-                cached is None or cached[2] is not user_nodes or cached[1].library.function:
+        if self._present or serialized is None or cached is None or \
+                cached[2] is not user_nodes or cached[1].library.function:
             return False
         others = len(user_nodes) - len(own_new)
-        own_bytes = sum(len(b) for b in serialized.node_bytes({n.name for n in own_new})
-                        .values())
+        own_bytes = serialized.byte_count({n.name for n in own_new})
         if own_bytes < others * WHOLE_IMPORT_BYTES_PER_NODE:
             return False
         outside = {node.op for name, node in user_nodes.items() if name not in client}
         if stateful_op_type(outside) is not None:
             return False
+        user_graph = self._user()
+        if user_graph is None or \
+                cached[0] != (user_graph.version, _GENERATIONS.get(user_graph, 0)):
+            return False  # (nodes read op by op: the whole buffer is serialised now)
+        buffer = serialized.whole_buffer()
+        if buffer is None:
+            return False
         colocated = {name for name, node in user_nodes.items() if "_class" in node.attr}
-        import_buffer(self.graph, serialized.buffer, colocated=colocated)
+        import_buffer(self.graph, buffer, colocated=colocated)
         self._present.update(user_nodes)
         return True
 
