@@ -210,6 +210,23 @@ def test_nodes_read_op_by_op_are_what_as_graph_def_writes(build):
         len(graph.get_operation_by_name(n)._node_def) for n in names)
 
 
+@pytest.mark.parametrize("name", ["small_cnn", "lenet_train", "lenet_train_resource",
+                                  "bert_tiny", "lstm"])
+def test_models_read_op_by_op_are_what_as_graph_def_writes(name):
+    from bench import models
+
+    spec = models.get_model(name)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(spec.graph_def, name="")
+    read = wire.per_node_graph_def(graph)
+    if read is None:  # a model with functions is read whole
+        assert graph.as_graph_def().library.function
+        return
+    assert read[0].SerializeToString(deterministic=True) == \
+        graph.as_graph_def().SerializeToString(deterministic=True)
+
+
 def test_the_whole_buffer_of_nodes_read_op_by_op_is_serialised_when_asked():
     graph, _, _ = weights_graph()
     graph_def, serialized = wire.per_node_graph_def(graph)
