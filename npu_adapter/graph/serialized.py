@@ -1,13 +1,15 @@
-"""GraphDefs in their wire form: a graph's serialized GraphDef kept next to its parsed one, the
-place of each node in it, and an import of serialized nodes with no Python message in between.
+"""GraphDefs in their wire form: a graph's nodes read with their serialized form kept next to
+the parsed GraphDef (op by op, or as one serialized GraphDef with the place of each node in it),
+and an import of serialized nodes with no Python message in between.
 
 Why: a session's first run copies the user's weights into the shadow graph
 (:mod:`npu_adapter.session.shadow`). Through ``tf.graph_util.import_graph_def`` every weight is
 copied into a new Python GraphDef, serialised again, and only then handed to TensorFlow; on our
 benchmark machine touching fresh memory costs about 1.4 ms per MB, so those two copies cost
 ~0.25 s of a ResNet-50 first run (bench/PERFORMANCE.md). The bytes TensorFlow produced when
-the user's graph was read (``TF_GraphToGraphDef``) already hold every node in its wire form:
-slices of them, joined, are a valid GraphDef (protobuf concatenates repeated fields), so a node
+the user's graph was read (each op's NodeDef, :func:`per_node_graph_def`, or the whole
+``TF_GraphToGraphDef``, :func:`serialized_graph_def`) already hold every node in its wire form:
+framed and joined they are a valid GraphDef (protobuf concatenates repeated fields), so a node
 imported unchanged is copied once on the Python side instead of three times.
 
 The import calls the same TensorFlow functions ``import_graph_def`` calls, in the same order
