@@ -93,11 +93,12 @@ def _inlined(graph_def, clusters):
     return inline_calls(graph_def, lambda call, fdef: call.name in clusters, body_names=True)
 
 
-def _installed_form(light, result, user_nodes, maps):
-    """``(Inlined, whether it is the user's own nodes and keeps no state)`` of a rewrite."""
+def _installed_form(light, result, user_nodes, maps, shapes_checked=False):
+    """``(Inlined, whether it is the user's own nodes and keeps no state)`` of a rewrite's
+    graph ``light`` (or of a variant's; ``shapes_checked``: see ``resolves_to_user_graph``)."""
     inlined = _inlined(light, _cluster_names(result))
     direct = keeps_no_state(inlined.graph_def) and \
-        resolves_to_user_graph(inlined, user_nodes, **maps)
+        resolves_to_user_graph(inlined, user_nodes, shapes_checked=shapes_checked, **maps)
     return inlined, direct
 
 
@@ -499,7 +500,7 @@ class _NpuSessionMixin:
             if session is None:
                 session = PlainSession(self._target, self._npu_user_graph, self._config)
                 key = self._npu_reuse_key()
-                handle = self._npu_shadow.reuse.take_direct(key) if key is not None else None
+                handle = self._npu_shadow.reuse.take(key, "user") if key is not None else None
                 if handle is not None:  # its signatures are prepared: run on it instead
                     fresh, session._session = session._session, handle
                     release_handle(fresh)
@@ -520,24 +521,39 @@ class _NpuSessionMixin:
         # the shadow, and so its pool, must not keep the graph alive).
         handle, session._session = session._session, None
         session._closed = True
-        self._npu_shadow.reuse.give_direct(key, handle)
+        self._npu_shadow.reuse.give(key, handle, "user")
 
     def _npu_run_direct(self, plan, feed_dict, options, run_metadata):
         """Run a direct signature: the user's own fetches and feeds, on the direct session."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
-        session = self._npu_direct_session()
+        return self._npu_execute(self._npu_direct_session(), plan, plan.mapper.unique_fetches(),
+                                 feed_dict, options, run_metadata)
+
+    def _npu_execute(self, session, plan, elements, feeds, options, run_metadata, iterations=1):
+        """Run ``elements`` (already in ``session``'s graph) with ``feeds`` on ``session``
+        (this session, for the shadow, or the direct one), traced when profiling, and give the
+        user's fetch structure back."""
         profiler = self._npu_profiler
         profiling = profiler is not None and profiler.settings() is not None
         if profiling:
             options, run_metadata = _traced(options, run_metadata)
-        elements = plan.mapper.unique_fetches()
-        if len(elements) == 1:
-            values = [_BASE["run"](session, elements[0], feed_dict, options, run_metadata)]
-        else:
-            values = _BASE["run"](session, elements, feed_dict, options, run_metadata)
+        if session is self:
+            # _npu_inside() without a generator (this is the per-step path): TensorFlow's run
+            # sees the shadow graph as this session's.
+            tls = self._npu_tls
+            outer = getattr(tls, "inner", False)
+            tls.inner = True
+        try:
+            if len(elements) == 1:  # TensorFlow's fetch mapper costs less for one element
+                values = [_BASE["run"](session, elements[0], feeds, options, run_metadata)]
+            else:
+                values = _BASE["run"](session, elements, feeds, options, run_metadata)
+        finally:
+            if session is self:
+                tls.inner = outer
         if profiling:
-            profiler.after_run(run_metadata, iterations=1)
+            profiler.after_run(run_metadata, iterations=iterations)
         if plan.system_op is not None:
             self._npu_system_op_ran(plan.system_op)
         return plan.mapper.build_results(values)
@@ -729,10 +745,13 @@ class _NpuSessionMixin:
             if self._npu_profiler is not None:
                 self._npu_profiler.register_graph(graph_def)
             if not has_ref_variables(graph_def):
-                inlined = _inlined(graph_def, _cluster_names(result))
-                if self._npu_direct_allowed() and keeps_no_state(inlined.graph_def) and \
-                        resolves_to_user_graph(inlined, user_nodes, shapes_checked=True, **maps):
-                    return _DIRECT
+                if self._npu_direct_allowed():
+                    inlined, direct = _installed_form(graph_def, result, user_nodes, maps,
+                                                      shapes_checked=True)
+                    if direct:
+                        return _DIRECT
+                else:
+                    inlined = _inlined(graph_def, _cluster_names(result))
                 graph_def = inlined.graph_def
             return self._npu_shadow.install(graph_def, user_nodes, payloads=payloads, **maps)
         graph_def = self._npu_instrumented(program.variant_graph(variant.key))
@@ -772,26 +791,9 @@ class _NpuSessionMixin:
             mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
                       else installed.ops[e.name] for e in plan.mapper.unique_fetches()]
             plan.mapped = (installed, mapped)
-        profiler = self._npu_profiler
-        profiling = profiler is not None and profiler.settings() is not None
-        if profiling:
-            options, run_metadata = _traced(options, run_metadata)
-        tls = self._npu_tls  # _npu_inside() without a generator: this is the per-step path
-        outer = getattr(tls, "inner", False)
-        tls.inner = True
-        try:
-            if len(mapped) == 1:  # TensorFlow's fetch mapper costs less for one element
-                values = [_BASE["run"](self, mapped[0], mapped_feeds, options, run_metadata)]
-            else:
-                values = _BASE["run"](self, mapped, mapped_feeds, options, run_metadata)
-        finally:
-            tls.inner = outer
-        if profiling:
-            profiler.after_run(run_metadata, iterations=int(config.iterations_per_loop)
-                               if signature.loop is not None else 1)
-        if plan.system_op is not None:
-            self._npu_system_op_ran(plan.system_op)
-        return plan.mapper.build_results(values)
+        return self._npu_execute(self, plan, mapped, mapped_feeds, options, run_metadata,
+                                 int(config.iterations_per_loop)
+                                 if signature.loop is not None else 1)
 
     def _npu_system_op_ran(self, op_type):
         from npu_adapter import system_options

@@ -106,16 +106,16 @@ class SessionReuse:
 
     def __init__(self, owner):
         self._lock = threading.Lock()
-        self._idle = {}               # (target, serialized ConfigProto) -> C session handle
-        self._idle_direct = {}        # the same keys -> C handle of a user-graph session
+        # Idle C session handles per graph they run ("shadow", or the user's graph: "user",
+        # session/direct.py), by (target, serialized ConfigProto).
+        self._idle = {"shadow": {}, "user": {}}
+        self._adopted = {"shadow": 0, "user": 0}
         self._ops_seen = 0            # shadow ops scanned so far (a graph only grows)
         self._function_names = set()  # shadow functions scanned so far
         self._op_types = set()
         self._called = set()
         self._stateful = None         # the first stateful op type found, for good
-        self.adopted = 0              # sessions that took an idle session of the shadow
-        self.adopted_direct = 0       # sessions that took an idle session of the user's graph
-        finaliser = weakref.finalize(owner, _release_all, self._idle, self._idle_direct)
+        finaliser = weakref.finalize(owner, _release_all, *self._idle.values())
         finaliser.atexit = False      # at exit the process frees them; TensorFlow may be gone
 
     def stateful_op(self, graph, functions):
@@ -141,37 +141,33 @@ class SessionReuse:
                                               self._called)
             return self._stateful
 
-    def take(self, key):
-        """The idle session kept under ``key`` (it is no longer idle), or None."""
+    @property
+    def adopted(self):
+        """How many sessions took an idle session of the shadow graph."""
+        return self._adopted["shadow"]
+
+    @property
+    def adopted_direct(self):
+        """How many sessions took an idle session of the user's graph."""
+        return self._adopted["user"]
+
+    def take(self, key, graph="shadow"):
+        """The idle session of ``graph`` (``"shadow"`` or ``"user"``) kept under ``key`` (it is
+        no longer idle), or None. A session of the user's graph only ever ran signatures that
+        keep no state (session/direct.py)."""
         with self._lock:
-            handle = self._idle.pop(key, None)
-            self.adopted += handle is not None
+            handle = self._idle[graph].pop(key, None)
+            self._adopted[graph] += handle is not None
             return handle
 
-    def give(self, key, handle):
-        """Keep ``handle`` idle under ``key``; when one is kept there already, release
-        ``handle`` instead (one idle session per key bounds the memory kept)."""
+    def give(self, key, handle, graph="shadow"):
+        """Keep ``handle`` (a session of ``graph``) idle under ``key``; when one is kept there
+        already, release ``handle`` instead (one idle session per key bounds the memory
+        kept)."""
         with self._lock:
-            if key not in self._idle:
-                self._idle[key] = handle
-                return
-        release_handle(handle)
-
-    def take_direct(self, key):
-        """The idle session handle of the *user's* graph kept under ``key`` (no longer idle),
-        or None. Such a session only ever ran signatures that keep no state
-        (session/direct.py)."""
-        with self._lock:
-            handle = self._idle_direct.pop(key, None)
-            self.adopted_direct += handle is not None
-            return handle
-
-    def give_direct(self, key, handle):
-        """Keep the handle of a session of the user's graph idle under ``key``, or release it
-        when one is kept there already."""
-        with self._lock:
-            if key not in self._idle_direct:
-                self._idle_direct[key] = handle
+            idle = self._idle[graph]
+            if key not in idle:
+                idle[key] = handle
                 return
         release_handle(handle)
 
@@ -179,5 +175,5 @@ class SessionReuse:
         """How many sessions are idle: of the shadow graph (``graph="shadow"``), of the user's
         graph (``"user"``), or both (None)."""
         with self._lock:
-            counts = {"shadow": len(self._idle), "user": len(self._idle_direct)}
+            counts = {name: len(idle) for name, idle in self._idle.items()}
         return counts[graph] if graph is not None else sum(counts.values())
