@@ -62,6 +62,11 @@ def note_graph_changed(graph):
         _GENERATIONS[graph] = _GENERATIONS.get(graph, 0) + 1
 
 
+def _graph_stamp(graph):
+    """What a read of ``graph`` is valid for: its version and attribute-change generation."""
+    return graph.version, _GENERATIONS.get(graph, 0)
+
+
 def _keep_user_state(node):
     """Give ``node`` (about to be imported under a rewrite scope, its name changed) the state
     of the user's node of its name when it owns one.
@@ -160,7 +165,7 @@ class ShadowGraph:
         user_graph = self._user()
         if user_graph is None:
             raise RuntimeError("the session's graph no longer exists")
-        stamp = (user_graph.version, _GENERATIONS.get(user_graph, 0))
+        stamp = _graph_stamp(user_graph)
         with self.lock:
             cached = self._graph_def
             if cached is None or cached[0] != stamp:
@@ -433,8 +438,7 @@ class ShadowGraph:
         if stateful_op_type(outside) is not None:
             return False
         user_graph = self._user()
-        if user_graph is None or \
-                cached[0] != (user_graph.version, _GENERATIONS.get(user_graph, 0)):
+        if user_graph is None or cached[0] != _graph_stamp(user_graph):
             return False  # (nodes read op by op: the whole buffer is serialised now)
         buffer = serialized.whole_buffer()
         if buffer is None:
