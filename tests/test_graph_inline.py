@@ -320,7 +320,9 @@ def test_a_training_graph_with_ref_variables_keeps_its_calls(use_resource):
         init = tf1.global_variables_initializer()
     assert inline.has_ref_variables(graph.as_graph_def()) is not use_resource
     feed = {x: np.ones((2, 3), np.float32)}
-    with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
+    # (Installed in the shadow: on the user's graph, the CPU reference runs its own nodes.)
+    config = NpuConfig.from_dict({"npu_adapter_run_on_user_graph": False}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess:
         sess.run(init)
         sess.run([loss, train], feed)
         calls = _call_ops(ShadowGraph.for_graph(graph).graph)

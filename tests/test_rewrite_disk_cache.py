@@ -204,7 +204,7 @@ def test_a_session_in_a_new_process_takes_its_proof_from_the_cache(tmp_path, mon
         with NpuSession(graph=graph, config=config) as sess:
             values.append(sess.run("probs:0", feed))
             assert sess.npu_rewrite_result("probs:0", feed).derived == {
-                core._USER_GRAPH_FACT: True}
+                core._USER_NODES_FACT: True, core._NO_STATE_FACT: True}
             assert "_npu_direct" in sess.__dict__
         with plain_session_class()(graph=graph) as plain:
             np.testing.assert_array_equal(values[-1], plain.run("probs:0", feed))

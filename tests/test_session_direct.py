@@ -113,36 +113,48 @@ def _with_gated_cluster():
     return graph, x, y
 
 
-@pytest.mark.parametrize("case", ["variable", "gated_call", "precision", "gears", "option_off",
-                                  "xla", "dump"])
-def test_signatures_the_rewrite_changes_run_in_the_shadow(case, tmp_path):
+@pytest.mark.parametrize("case", ["variable", "gated_call"])
+def test_state_and_ordering_the_user_asked_for_run_on_the_users_graph(case):
+    # A cluster call waiting for a host op (its order is the user's control edge again) and a
+    # signature with state (its variable's state lives on the user graph's session).
     init = None
-    options = {}
     if case == "variable":
         graph, x, y, init = _with_variable()
-    elif case == "gated_call":
-        graph, x, y = _with_gated_cluster()
     else:
-        graph, x, _, y = frozen_graph()
-        options = {
-            "precision": {"npu_adapter_emulate_precision": "on",
-                          "precision_mode": "allow_fp32_to_fp16"},
-            # (Under the exact policy the chosen gear's copy runs on the user's graph:
-            # tests/test_gears.py; pad_up keeps the in-graph dispatcher.)
-            "gears": {"input_shape": "x:-1,8", "dynamic_dims": "3;4",
-                      "dynamic_node_type": 1, "npu_adapter_gear_policy": "pad_up"},
-            "option_off": {"npu_adapter_run_on_user_graph": False},
-            "xla": {"npu_adapter_backend": "xla"},
-            "dump": {"enable_dump": True, "dump_path": str(tmp_path), "dump_step": "0"},
-        }.get(case, {})
+        graph, x, y = _with_gated_cluster()
     feed = {x: feed_value(rows=3)}
     with PlainSession(graph=graph) as plain:
         if init is not None:
             plain.run(init)
         want = plain.run(y, feed)
-    with NpuSession(graph=graph, config=npu_config(**options)) as sess:
+    with NpuSession(graph=graph, config=npu_config()) as sess:
         if init is not None:
             sess.run(init)
+        got = sess.run(y, feed)
+        assert sess.npu_rewrite_result(y, feed).clusters
+        assert ran_direct(sess, y, feed)
+    assert shadow_ops(graph) == []
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("case", ["precision", "gears", "option_off", "xla", "dump"])
+def test_signatures_the_rewrite_changes_run_in_the_shadow(case, tmp_path):
+    graph, x, _, y = frozen_graph()
+    options = {
+        "precision": {"npu_adapter_emulate_precision": "on",
+                      "precision_mode": "allow_fp32_to_fp16"},
+        # (Under the exact policy the chosen gear's copy runs on the user's graph:
+        # tests/test_gears.py; pad_up keeps the in-graph dispatcher.)
+        "gears": {"input_shape": "x:-1,8", "dynamic_dims": "3;4",
+                  "dynamic_node_type": 1, "npu_adapter_gear_policy": "pad_up"},
+        "option_off": {"npu_adapter_run_on_user_graph": False},
+        "xla": {"npu_adapter_backend": "xla"},
+        "dump": {"enable_dump": True, "dump_path": str(tmp_path), "dump_step": "0"},
+    }[case]
+    feed = {x: feed_value(rows=3)}
+    with PlainSession(graph=graph) as plain:
+        want = plain.run(y, feed)
+    with NpuSession(graph=graph, config=npu_config(**options)) as sess:
         got = sess.run(y, feed)
         assert sess.npu_rewrite_result(y, feed).clusters
         assert not ran_direct(sess, y, feed)
@@ -219,26 +231,48 @@ def test_the_proof_follows_forwarders_to_the_users_nodes():
         f"{inlined.calls[0]}/y": "y", f"{inlined.calls[0]}/h0": "h0"}
 
 
-@pytest.mark.parametrize("spoil", ["attr", "control_input", "not_pass_through", "cycle"])
+@pytest.mark.parametrize("spoil", ["attr", "waits_for_a_foreign_node", "stand_waits_for_one",
+                                   "drops_a_user_order", "cycle"])
 def test_the_proof_fails_when_anything_differs(spoil):
     graph, *_ = frozen_graph()
     inlined, user_nodes, maps = _installed(graph, ["y:0"], ["x:0"])
     graph_def = type(inlined.graph_def)()
     graph_def.CopyFrom(inlined.graph_def)
     nodes = {n.name: n for n in graph_def.node}
-    pass_through = inlined.pass_through
     if spoil == "attr":
         nodes["h0"].attr["_extra"].b = True
-    elif spoil == "control_input":
-        # The body's copy of the fetched node (renamed: the alias has its name) now waits for
-        # something the user's does not.
-        nodes[f"{inlined.calls[0]}/y"].input.append("^x")
-    elif spoil == "not_pass_through":
-        pass_through = frozenset()
+    elif spoil in ("waits_for_a_foreign_node", "stand_waits_for_one"):
+        # A node of the rewrite's own (no user's node, no gate) would run before the fetch.
+        foreign = graph_def.node.add(name="foreign", op="Const")
+        foreign.attr["dtype"].type = tf.float32.as_datatype_enum
+        foreign.attr["value"].tensor.dtype = tf.float32.as_datatype_enum
+        waiting = f"{inlined.calls[0]}/y" if spoil == "waits_for_a_foreign_node" \
+            else inlined.calls[0]
+        nodes[waiting].input.append("^foreign")
+    elif spoil == "drops_a_user_order":
+        # The user's h0 waits for x; the installed one does not.
+        user_nodes = dict(user_nodes)
+        ordered = type(user_nodes["h0"])()
+        ordered.CopyFrom(user_nodes["h0"])
+        ordered.input.append("^x")
+        user_nodes["h0"] = ordered
     else:
         nodes["h0"].input.append("^MatMul_1")  # MatMul_1 reads h0: a cycle
-    spoilt = inlined._replace(graph_def=graph_def, pass_through=pass_through)
+    spoilt = inlined._replace(graph_def=graph_def)
     assert not resolves_to_user_graph(spoilt, user_nodes, **maps)
+
+
+def test_the_order_a_call_adds_is_not_the_users_to_keep():
+    # The body's copy of the fetched node waits for x (as the call's control input would make
+    # it): more order than the user's graph asks for, on the user's own nodes.
+    graph, *_ = frozen_graph()
+    inlined, user_nodes, maps = _installed(graph, ["y:0"], ["x:0"])
+    graph_def = type(inlined.graph_def)()
+    graph_def.CopyFrom(inlined.graph_def)
+    for node in graph_def.node:
+        if node.name == f"{inlined.calls[0]}/y":
+            node.input.append("^x")
+    assert resolves_to_user_graph(inlined._replace(graph_def=graph_def), user_nodes, **maps)
 
 
 def test_state_is_read_from_every_node_and_function():

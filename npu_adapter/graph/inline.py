@@ -52,7 +52,7 @@ _COMPILED_ATTRS = ("_XlaMustCompile", "_XlaCompile", "_noinline")
 
 
 class Inlined(collections.namedtuple(
-        "Inlined", ["graph_def", "calls", "origins", "pass_through"])):
+        "Inlined", ["graph_def", "calls", "origins", "pass_through", "gates"])):
     """What :func:`inline_calls` made.
 
     Attributes:
@@ -62,6 +62,9 @@ class Inlined(collections.namedtuple(
         pass_through: names of the nodes standing for inlined calls that only pass their
             results on: the call had no control inputs and its body no stateful op, so what
             the stand adds to its results (waiting for the whole body) changes no value.
+        gates: names of the nodes inlining added that only order the body as the call did:
+            every inlined call's stand and the ``NoOp`` holding back its body for the call's
+            control inputs (the stand also passes the call's results on).
     """
 
     __slots__ = ()
@@ -75,7 +78,9 @@ def has_ref_variables(graph_def):
     machine once its calls were inlined, and 1 with the calls kept (or with resource
     variables). A call hands its body the variables' values only once every input is ready and
     runs the in-place updates that wait for it after the whole body; what else in the inlined
-    form lets an update and a read race is not pinned down yet.
+    form lets an update and a read race is not pinned down yet. (When the inlined form proves
+    to be the user's own nodes, the session runs the user's graph itself, as plain TensorFlow
+    does: :mod:`npu_adapter.session.direct`.)
     """
     for op_type in {node.op for node in graph_def.node}:
         op_def = op_def_for(op_type)
@@ -281,7 +286,7 @@ def inline_calls(graph_def, select=None, *, body_names=False):
     they keep their own names where the graph leaves them free (a cluster function's nodes are
     named after the user's nodes they copy, so the inlined cluster is those nodes again)."""
     library = {f.signature.name: f for f in graph_def.library.function}
-    unchanged = Inlined(graph_def, [], {}, frozenset())
+    unchanged = Inlined(graph_def, [], {}, frozenset(), frozenset())
     if not library:
         return unchanged
     taken = None
@@ -307,6 +312,7 @@ def inline_calls(graph_def, select=None, *, body_names=False):
     inlined = []
     origins = {}
     pass_through = set()
+    gates = set()
     for node in graph_def.node:
         body = bodies.get(node.name)
         if body is not None:
@@ -314,6 +320,9 @@ def inline_calls(graph_def, select=None, *, body_names=False):
             if body.write(out):
                 inlined.append(node.name)
                 origins.update((name, body_name) for body_name, name in body.rename.items())
+                gates.add(node.name)
+                if body.gate is not None:
+                    gates.add(body.gate)
                 if body.pure:
                     pass_through.add(node.name)
                 continue
@@ -326,4 +335,4 @@ def inline_calls(graph_def, select=None, *, body_names=False):
     for fdef in graph_def.library.function:
         if fdef.signature.name in used:
             out.library.function.add().CopyFrom(fdef)
-    return Inlined(out, inlined, origins, frozenset(pass_through))
+    return Inlined(out, inlined, origins, frozenset(pass_through), frozenset(gates))

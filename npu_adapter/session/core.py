@@ -15,8 +15,9 @@ around ``Session.run``:
    and options shares it. A backend whose clusters are plain TensorFlow function calls (the
    CPU reference) has them installed inlined, as TensorFlow's first run would inline them
    (:mod:`npu_adapter.graph.inline`), under the user's node names. A signature whose installed
-   form is then the user's own nodes and keeps no state is not installed: it runs on a
-   TensorFlow session of the user's graph (:mod:`npu_adapter.session.direct`). With
+   form is then the user's own nodes is not installed: it runs on a TensorFlow session of the
+   user's graph (:mod:`npu_adapter.session.direct`; one with state while the session's state
+   lives there, which moves to the shadow when a signature must run there). With
    ``iterations_per_loop`` > 1 a run of the loop target runs N steps in one TensorFlow loop
    (:mod:`npu_adapter.session.loop`).
 4. ``run`` maps the fetches and feeds to the shadow graph, asks the backend's runtime which
@@ -46,7 +47,11 @@ from npu_adapter.collector import collector_paused
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.inline import has_ref_variables, inline_calls
 from npu_adapter.precision.accelerate import PHASE_LOW, low_precision_config
-from npu_adapter.session.direct import keeps_no_state, resolves_to_user_graph
+from npu_adapter.session.direct import (
+    keeps_no_state,
+    movable_variables,
+    resolves_to_user_graph,
+)
 from npu_adapter.session.loop import install_loop, loop_target
 from npu_adapter.session.reuse import closed_handle, release_handle
 from npu_adapter.session.shadow import ShadowGraph
@@ -72,8 +77,10 @@ _FAST_CACHE_SIZE = 1024
 # it runs on the direct session (session/direct.py).
 _DIRECT = object()
 _FAST_TYPES = (tf.Tensor, tf.Operation, str)
-# RewriteResult.derived key: the installed form is the user's own nodes and keeps no state.
-_USER_GRAPH_FACT = "installed_form_is_user_graph"
+# RewriteResult.derived keys (facts of the installed form, cached with the rewrite): it is the
+# user's own nodes (session/direct.py); it keeps no state across runs.
+_USER_NODES_FACT = "installed_form_is_user_nodes"
+_NO_STATE_FACT = "installed_form_keeps_no_state"
 
 
 def _maps(result, tensors, ops, feeds):
@@ -94,12 +101,11 @@ def _inlined(graph_def, clusters):
 
 
 def _installed_form(light, result, user_nodes, maps, shapes_checked=False):
-    """``(Inlined, whether it is the user's own nodes and keeps no state)`` of a rewrite's
-    graph ``light`` (or of a variant's; ``shapes_checked``: see ``resolves_to_user_graph``)."""
+    """``(Inlined, whether it is the user's own nodes)`` of a rewrite's graph ``light`` (or of
+    a variant's; ``shapes_checked``: see ``resolves_to_user_graph``)."""
     inlined = _inlined(light, _cluster_names(result))
-    direct = keeps_no_state(inlined.graph_def) and \
-        resolves_to_user_graph(inlined, user_nodes, shapes_checked=shapes_checked, **maps)
-    return inlined, direct
+    return inlined, resolves_to_user_graph(inlined, user_nodes, shapes_checked=shapes_checked,
+                                           **maps)
 
 
 # ------------------------------------------------------------------------------ fetch helpers
@@ -188,14 +194,16 @@ class _Signature:
         result: the RewriteResult (None when the signature runs unrewritten).
         base: the :class:`~npu_adapter.session.shadow.Installed` of the rewritten graph (see
             :meth:`installed`).
-        direct: True when the installed form is the user's own nodes and keeps no state: runs
-            take the user's graph (see :mod:`npu_adapter.session.direct`).
+        direct: True when the installed form is the user's own nodes: runs take the user's
+            graph (see :mod:`npu_adapter.session.direct`; one with state only while the
+            session's state lives there).
+        stateful: False when the installed form is known to keep no state across runs.
         variants: variant key → Installed, built on first use.
         names: ``(tensors, ops, feeds)`` user names of the signature.
     """
 
-    __slots__ = ("ready", "error", "result", "base", "pending", "direct", "variants", "names",
-                 "lock", "loop")
+    __slots__ = ("ready", "error", "result", "base", "pending", "direct", "stateful",
+                 "variants", "names", "lock", "loop")
 
     def __init__(self, names):
         self.loop = None  # the IterationOp of a loop-sunk signature
@@ -203,9 +211,11 @@ class _Signature:
         self.error = None
         self.result = None
         self.base = None
-        # (light graph, user nodes, install kwargs, clusters to inline) of a direct signature
+        # (light graph, user nodes, install kwargs, clusters to inline or None) of a direct
+        # signature
         self.pending = None
         self.direct = False
+        self.stateful = True
         self.variants = {}
         self.names = names
         self.lock = threading.Lock()
@@ -217,9 +227,10 @@ class _Signature:
             with self.lock:
                 if self.base is None:
                     graph_def, user_nodes, kwargs, clusters = self.pending
+                    if clusters is not None:
+                        graph_def = _inlined(graph_def, clusters).graph_def
                     with collector_paused():
-                        self.base = shadow.install(_inlined(graph_def, clusters).graph_def,
-                                                   user_nodes, **kwargs)
+                        self.base = shadow.install(graph_def, user_nodes, **kwargs)
                     self.pending = None
         return self.base
 
@@ -312,6 +323,9 @@ class _NpuSessionMixin:
         self._npu_rewrites = 0
         self._npu_reusable = True   # False once a callable or partial run lives in TF's session
         self._npu_adoption_done = False
+        # Where the session's state lives: None until a signature with state runs, then
+        # "user" (the direct session, session/direct.py) or "shadow".
+        self._npu_state_home = None
         self._npu_initialised = True
         if self._npu_force_plain:
             self._npu_enabled = False
@@ -508,13 +522,15 @@ class _NpuSessionMixin:
         return session
 
     def _npu_close_direct(self):
-        """Keep the direct session idle for the next session on the graph (it only ever ran
+        """Keep the direct session idle for the next session on the graph (when it only ran
         signatures that keep no state) or close it."""
         session = self.__dict__.pop("_npu_direct", None)
         if session is None:
             return
         key = self._npu_reuse_key()
-        if key is None or session._closed or not session._session:
+        if key is None or session._closed or not session._session or \
+                self.__dict__.get("_npu_state_home") == "user" or \
+                self.__dict__.get("_npu_state_moved"):
             session.close()
             return
         # The pool keeps TensorFlow's handle, not the Session (which holds the user's graph:
@@ -522,6 +538,48 @@ class _NpuSessionMixin:
         handle, session._session = session._session, None
         session._closed = True
         self._npu_shadow.reuse.give(key, handle, "user")
+
+    def _npu_state_on(self, home):
+        """Whether this session's state may live on ``home`` (``"user"``: the direct session,
+        ``"shadow"``: this session's TensorFlow session) for a signature with state about to
+        run there: yes when no signature with state ran yet (``home`` is then where it lives)
+        or it lives there already. A signature that can only run on the shadow takes the state
+        there: the variables' values are moved first (:meth:`_npu_move_state_to_shadow`). A
+        direct signature finding it on the shadow runs there (False)."""
+        with self._npu_lock:
+            current = self._npu_state_home
+            if current is None or current == home:
+                self._npu_state_home = home
+                return True
+            if home == "user":
+                return False
+            self._npu_move_state_to_shadow()
+            self._npu_state_home = "shadow"
+            return True
+
+    def _npu_on_shadow(self, signature):
+        """The Installed of ``signature`` for a run on the shadow (outside :meth:`run`: a
+        callable, a partial run): the session's state moves there first when it has to."""
+        if signature.stateful and self._npu_state_home != "shadow":
+            self._npu_state_on("shadow")
+        return signature.installed(self._npu_shadow)
+
+    def _npu_move_state_to_shadow(self):
+        """Copy the values of the user graph's variables that the direct session holds into
+        this session's TensorFlow session on the shadow (the variables' nodes imported there
+        under their names when the shadow lacks them). Only direct signatures whose graph's
+        state is all movable ran with state there (session/direct.py); variables never
+        initialised stay so. Called under the session's lock."""
+        from npu_adapter.session.state_move import move_variables
+
+        direct = self.__dict__.get("_npu_direct")
+        if direct is None:
+            return
+        self._npu_state_moved = True  # the direct session keeps stale state: never pooled
+        variables = self._npu_shadow.user_graph_fact("movable_variables", movable_variables)
+        with self._npu_inside():
+            move_variables(direct, self._npu_shadow, variables,
+                           lambda fetches, feeds: _BASE["run"](self, fetches, feeds))
 
     def _npu_run_direct(self, plan, feed_dict, options, run_metadata):
         """Run a direct signature: the user's own fetches and feeds, on the direct session."""
@@ -645,11 +703,11 @@ class _NpuSessionMixin:
 
         def derive(result):
             light, _ = result.light_parts()
-            if has_ref_variables(light):
-                return {_USER_GRAPH_FACT: False}
-            derived["inlined"], direct = _installed_form(
-                light, result, user_nodes, _maps(result, tensors, ops, feeds))
-            return {_USER_GRAPH_FACT: direct}
+            facts = {_NO_STATE_FACT: keeps_no_state(light)}
+            if facts[_NO_STATE_FACT] or self._npu_state_movable():
+                derived["inlined"], facts[_USER_NODES_FACT] = _installed_form(
+                    light, result, user_nodes, _maps(result, tensors, ops, feeds))
+            return facts
 
         try:
             result = rewrite(graph_def, config, fetches=list(tensors), targets=list(ops),
@@ -676,25 +734,40 @@ class _NpuSessionMixin:
         light, payloads = result.light_parts()
         if self._npu_profiler is not None:
             self._npu_profiler.register_graph(light)
-        if inline and not has_ref_variables(light):
+        if inline:
+            # TF1 ref-variable graphs keep their calls when installed (graph/inline.py), but
+            # their inlined form may still be the user's own nodes.
+            keep_calls = has_ref_variables(light)
             inlined = derived.get("inlined")
-            direct = False
-            if self._npu_direct_allowed():
-                direct = result.derived.get(_USER_GRAPH_FACT)
-                if direct is None:  # cached by a rewrite that did not derive it
-                    inlined, direct = _installed_form(light, result, user_nodes, maps)
-            if direct:
+            stateless = result.derived.get(_NO_STATE_FACT)
+            if stateless is None:  # cached by a rewrite that did not derive it
+                stateless = keeps_no_state(light)
+            signature.stateful = not stateless
+            user_form = False
+            if self._npu_direct_allowed() and (stateless or self._npu_state_movable()):
+                user_form = result.derived.get(_USER_NODES_FACT)
+                if user_form is None:  # cached by a rewrite that did not derive it
+                    inlined, user_form = _installed_form(light, result, user_nodes, maps)
+            if user_form:
                 signature.direct = True
-                # Installed only if a callable asks; no reference to the shadow here (the
-                # shadow holds its signatures and must die with the user's graph).
+                # Installed only if a callable asks or the session's state lives on the
+                # shadow; no reference to the shadow here (the shadow holds its signatures and
+                # must die with the user's graph).
                 signature.pending = (light, user_nodes, dict(payloads=payloads, **maps),
-                                     _cluster_names(result))
+                                     None if keep_calls else _cluster_names(result))
                 shadow.release_serialized()  # nothing to import now
                 return
-            if inlined is None:
-                inlined = _inlined(light, _cluster_names(result))
-            light = inlined.graph_def
+            if not keep_calls:
+                if inlined is None:
+                    inlined = _inlined(light, _cluster_names(result))
+                light = inlined.graph_def
         signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
+
+    def _npu_state_movable(self):
+        """Whether the state of the user's graph, as it is now, can move between TensorFlow
+        sessions (session/direct.py): only then may signatures with state run on it."""
+        return self._npu_shadow.user_graph_fact("movable_variables",
+                                                movable_variables) is not None
 
     def _npu_instrumented(self, graph_def):
         """``graph_def`` reporting to the session's data dump, known to its profiler."""
@@ -746,9 +819,9 @@ class _NpuSessionMixin:
                 self._npu_profiler.register_graph(graph_def)
             if not has_ref_variables(graph_def):
                 if self._npu_direct_allowed():
-                    inlined, direct = _installed_form(graph_def, result, user_nodes, maps,
-                                                      shapes_checked=True)
-                    if direct:
+                    inlined, user_form = _installed_form(graph_def, result, user_nodes, maps,
+                                                         shapes_checked=True)
+                    if user_form and keeps_no_state(graph_def):  # else: the shadow
                         return _DIRECT
                 else:
                     inlined = _inlined(graph_def, _cluster_names(result))
@@ -774,9 +847,12 @@ class _NpuSessionMixin:
             plan = self._npu_plan(fetches, feed_dict, config)
             if key is not None and len(self._npu_fast) < _FAST_CACHE_SIZE:
                 self._npu_fast[key] = plan
-        if plan.direct:
-            return self._npu_run_direct(plan, feed_dict, options, run_metadata)
         signature = plan.signature
+        if plan.direct and (not signature.stateful or self._npu_state_home == "user" or
+                            self._npu_state_on("user")):
+            return self._npu_run_direct(plan, feed_dict, options, run_metadata)
+        if signature.stateful and self._npu_state_home != "shadow":
+            self._npu_state_on("shadow")
         installed = signature.installed(self._npu_shadow)
         if plan.program is not None and plan.program.needs_shapes:
             fed = self._npu_fed_values(plan, feed_dict)
@@ -877,7 +953,7 @@ class _NpuSessionMixin:
             return generic_run
         mapper = _fetch_mapper(self._npu_user_graph, fetches)
         elements = mapper.unique_fetches()
-        installed = self._npu_signature(elements, []).installed(self._npu_shadow)
+        installed = self._npu_on_shadow(self._npu_signature(elements, []))
         mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
                   else installed.ops[e.name] for e in elements]
         self._npu_reusable = False  # TensorFlow keeps the callable until its session closes
@@ -897,7 +973,7 @@ class _NpuSessionMixin:
         fetches = [graph.get_tensor_by_name(name) for name in callable_options.fetch]
         targets = [graph.get_operation_by_name(name) for name in callable_options.target]
         signature = self._npu_signature(fetches + targets, list(callable_options.feed))
-        installed = signature.installed(self._npu_shadow)
+        installed = self._npu_on_shadow(signature)
         options = type(callable_options)()
         options.CopyFrom(callable_options)
         del options.fetch[:]
@@ -919,7 +995,7 @@ class _NpuSessionMixin:
         feed_keys = list(feeds if isinstance(feeds, (list, tuple)) else
                          ([feeds] if feeds is not None else []))
         signature = self._npu_signature(mapper.unique_fetches(), feed_keys, rewritten=False)
-        installed = signature.base
+        installed = self._npu_on_shadow(signature)
         mapped = [installed.tensors[e.name] if isinstance(e, tf.Tensor)
                   else installed.ops[e.name] for e in mapper.unique_fetches()]
         graph = self._npu_user_graph

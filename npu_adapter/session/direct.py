@@ -4,25 +4,36 @@ The CPU reference installs a signature with its cluster calls inlined under the 
 (:mod:`npu_adapter.graph.inline`): a cluster function copies the user's nodes, so its body,
 inlined, is those nodes again. When nothing else of the rewrite changes what the signature
 computes, its installed form is a subset of the user's graph plus nodes that only pass tensors
-on (the node standing for a call whose body is pure, the ``Identity`` keeping a fetched name).
-Importing that into the shadow graph (:mod:`npu_adapter.session.shadow`) copies the user's nodes
-and weights once more for TensorFlow to prepare a graph it already has: on a frozen ResNet-50
-that is 0.1-0.2 s of a 2 s first run (bench/PERFORMANCE.md).
+on or keep the calls' order (the node standing for a call, the ``NoOp`` holding a body back for
+the call's control inputs, the ``Identity`` keeping a fetched name). Importing that into the
+shadow graph (:mod:`npu_adapter.session.shadow`) copies the user's nodes and weights once more
+for TensorFlow to prepare a graph it already has: on a frozen ResNet-50 that is 0.1-0.2 s of a
+2 s first run, on a LeNet training step (initialiser and one step) 35 ms of 120
+(bench/PERFORMANCE.md).
 
 :func:`resolves_to_user_graph` proves, node by node, that a signature's installed graph runs the
 user's own nodes for every fetch, target and feed; the session then runs such a signature on a
-TensorFlow session of the user's graph (``NpuSession``'s direct session). Only for signatures
-that keep no state (:func:`keeps_no_state`): a run of the direct session and a run of the shadow's
-session then share nothing a run could observe, as one session's runs share nothing either.
+TensorFlow session of the user's graph (``NpuSession``'s direct session), as plain TensorFlow
+would run it.
+
+A signature that keeps no state (:func:`keeps_no_state`) may run there whatever the session's
+other signatures do: a run of the direct session and a run of the shadow's session then share
+nothing a run could observe. A signature with state (a training step, an initialiser) runs
+there only while the session's state lives there, and only when every op of the user's graph
+that keeps state keeps it where it can be moved (:func:`movable_variables`: variables, which
+the session copies, random ops, checkpoint files): the first signature with state that runs
+decides where the session's state lives, and when a later one must run on the shadow (its
+rewrite changes what it computes, e.g. under ``precision_mode``), the variables' values are
+moved there first and every later signature with state runs there.
 """
 
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.names import format_input, parse_input
 from npu_adapter.graph.payload import PAYLOAD_ATTR, is_light_form_of
-from npu_adapter.graph.types import called_functions, may_reference_functions
-from npu_adapter.session.reuse import stateful_op_type
+from npu_adapter.graph.types import called_functions, may_reference_functions, op_def_for
+from npu_adapter.session.reuse import NO_STATE_ACROSS_RUNS, stateful_op_type
 
-__all__ = ["resolves_to_user_graph", "keeps_no_state"]
+__all__ = ["resolves_to_user_graph", "keeps_no_state", "movable_variables", "Variable"]
 
 _FORWARDING = frozenset({"Identity", "IdentityN"})
 # Checks of a static shape the rewrite pins on a fed input (a gear's copy of a cluster, a
@@ -52,26 +63,108 @@ def keeps_no_state(graph_def):
     return stateful_op_type(op_types, functions, called) is None
 
 
-class _Resolver:
-    """Which user tensor each tensor of an installed graph is (see the module docstring)."""
+# Stateful ops whose state one TensorFlow session can hand to another: the variables (their
+# values are copied) and the ops that read or update them, the random ops (kept per kernel:
+# a moved session's generators start again from their seeds) and the checkpoint ops (their
+# state is files).
+_MOVABLE_STATE = frozenset({
+    "VariableV2", "Variable", "VarHandleOp", "ReadVariableOp", "IsVariableInitialized",
+    "VarIsInitializedOp", "ResourceGather", "ResourceGatherNd", "CountUpTo", "ResourceCountUpTo",
+    "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
+    "RandomShuffle", "RandomGamma", "RandomPoisson", "RandomPoissonV2", "Multinomial",
+    "ParameterizedTruncatedNormal",
+    "SaveV2", "Save", "SaveSlices", "RestoreV2", "Restore", "RestoreSlice", "MergeV2Checkpoints",
+})
+_MOVABLE_STATE_PREFIXES = ("Assign", "Apply", "ResourceApply", "SparseApply",
+                           "ResourceSparseApply", "Scatter", "ResourceScatter")
+_REF_VARIABLES = frozenset({"VariableV2", "Variable"})
 
-    def __init__(self, graph_def, user_nodes, origins, pass_through, shapes_checked=False):
-        self.nodes = {n.name: n for n in graph_def.node}
+
+class Variable:
+    """A variable of the user's graph as :func:`movable_variables` finds it.
+
+    Attributes:
+        name: the variable's node (``VariableV2``/``Variable``/``VarHandleOp``).
+        resource: a resource variable (assigned with ``AssignVariableOp``).
+        value: the user's tensor that reads its value (the ref itself, or a reader).
+        dtype: its ``DataType`` enum.
+    """
+
+    __slots__ = ("name", "resource", "value", "dtype")
+
+    def __init__(self, name, resource, value, dtype):
+        self.name, self.resource, self.value, self.dtype = name, resource, value, dtype
+
+
+def _movable(op_type):
+    if op_type in _MOVABLE_STATE or op_type in NO_STATE_ACROSS_RUNS:
+        return True
+    if op_type.startswith(_MOVABLE_STATE_PREFIXES):
+        return True
+    op_def = op_def_for(op_type)
+    return op_def is not None and not op_def.is_stateful
+
+
+def movable_variables(graph_def):
+    """The variables of the user's graph ``graph_def`` (a list of :class:`Variable`, sorted by
+    name) when all the state its ops keep can move from one TensorFlow session to another (see
+    the module docstring), or None: a stateful op of another kind (queue, iterator, table,
+    summary writer, ...) or in a function, a function call, or a resource variable the graph
+    never reads plainly (an unconditional ``ReadVariableOp`` of it is how its value is
+    copied)."""
+    if graph_def.library.function:
+        return None
+    readers = {}
+    for node in graph_def.node:
+        if not _movable(node.op):
+            return None
+        if node.op == "ReadVariableOp" and len(node.input) == 1:
+            readers.setdefault(parse_input(node.input[0])[0], node.name)
+    found = []
+    for node in graph_def.node:
+        if node.op in _REF_VARIABLES:
+            found.append(Variable(node.name, False, node.name + ":0", node.attr["dtype"].type))
+        elif node.op == "VarHandleOp":
+            reader = readers.get(node.name)
+            if reader is None:
+                return None
+            found.append(Variable(node.name, True, reader + ":0", node.attr["dtype"].type))
+    return sorted(found, key=lambda v: v.name)
+
+
+class _Resolver:
+    """Which user tensor each tensor of an installed graph is (see the module docstring).
+
+    The nodes inlining added to keep a call's order (its stand, the ``NoOp`` holding its body
+    back for the call's control inputs: ``Inlined.gates``) are transparent: a stand passes the
+    call's results on, and waiting for a gate is waiting for the user's nodes it waits for. A
+    node is the user's when its op, attributes and data inputs are, and it waits (through
+    gates) for at least the user's node's control inputs: the user's graph orders the same
+    nodes no less, and what the call's order adds to it is the call's, not the user's (which
+    is what a run of the user's own nodes does, as plain TensorFlow runs them).
+    """
+
+    def __init__(self, inlined, user_nodes, shapes_checked=False):
+        self.nodes = {n.name: n for n in inlined.graph_def.node}
         self.user_nodes = user_nodes
-        self.origins = origins
-        self.pass_through = pass_through
+        self.origins = inlined.origins
+        self.stands = inlined.pass_through | inlined.gates
         self.forwarding = _FORWARDING | _SHAPE_CHECKS if shapes_checked else _FORWARDING
         self.user_name = {}  # installed node name -> the user's node it is, or None
+        self._frontiers = {}  # installed node name -> user nodes waiting for it waits for
+        self._busy = set()    # names being judged or walked (a cycle is no answer)
 
     def _forwarded(self, node):
         """The inputs ``node`` passes on unchanged (results), or None when it is no forwarder:
-        a stand of a pure call without control inputs, or an ``Identity``/``IdentityN`` the
-        user's graph does not hold under its name, without control inputs (or, when the fed
-        shapes were checked, such an ``EnsureShape``: its first input)."""
-        if node.name in self.pass_through:
-            return [t for t in node.input if not t.startswith("^")]
-        if node.op in self.forwarding and not any(t.startswith("^") for t in node.input):
-            return list(node.input[:1]) if node.op in _SHAPE_CHECKS else list(node.input)
+        a stand of an inlined call (a ``NoOp`` stand passes nothing), or an
+        ``Identity``/``IdentityN`` the user's graph does not hold under its name (or, when the
+        fed shapes were checked, such an ``EnsureShape``: its first input); only when what it
+        waits for is the user's nodes."""
+        if node.name in self.stands or node.op in self.forwarding:
+            if self._controls_frontier(node) is None:
+                return None
+            data = _data(node.input)
+            return data[:1] if node.op in _SHAPE_CHECKS else data
         return None
 
     def tensor(self, text):
@@ -98,12 +191,56 @@ class _Resolver:
                 return None
         return None
 
+    def _frontier(self, name):
+        """The user's nodes that waiting for installed node ``name`` waits for: itself when it
+        is a user's node, through a gate or forwarder what it waits for; None when that
+        reaches a node that is neither (the wait would run something not the user's)."""
+        if name in self._frontiers:
+            return self._frontiers[name]
+        node = self.nodes.get(name)
+        if node is None or name in self._busy:
+            return None
+        user = self._resolve(name)
+        if user is not None:
+            found = frozenset((user,))
+        elif name in self.stands or node.op in self.forwarding or node.op == "NoOp" and \
+                name not in self.user_nodes:
+            self._busy.add(name)
+            try:
+                found = set()
+                for text in node.input:
+                    sources = self._frontier(parse_input(text)[0])
+                    if sources is None:
+                        found = None
+                        break
+                    found |= sources
+            finally:
+                self._busy.discard(name)
+            found = frozenset(found) if found is not None else None
+        else:
+            found = None
+        self._frontiers[name] = found
+        return found
+
+    def _controls_frontier(self, node):
+        """What ``node``'s control inputs wait for (user node names), or None."""
+        found = set()
+        for text in node.input:
+            if text.startswith("^"):
+                sources = self._frontier(text[1:])
+                if sources is None:
+                    return None
+                found |= sources
+        return found
+
     def _resolve(self, name):
         """The user node that installed node ``name`` is (same NodeDef once its inputs are
         resolved, the data aside for a light Const), or None. Iterative (graphs are deep): a
         node is judged once every node it reads is."""
         if name in self.user_name:
             return self.user_name[name]
+        if name in self._busy:
+            return None
         stack = [name]
         visiting = set()
         while stack:
@@ -120,7 +257,11 @@ class _Resolver:
             for src in pending:  # a cycle: no user node (the signature takes the shadow)
                 self.user_name[src] = None
             stack.pop()
-            self.user_name[current] = self._judge(self.nodes[current])
+            self._busy.add(current)
+            try:
+                self.user_name[current] = self._judge(self.nodes[current])
+            finally:
+                self._busy.discard(current)
         return self.user_name[name]
 
     def _candidate(self, node):
@@ -129,19 +270,24 @@ class _Resolver:
 
     def _judge(self, node):
         user = self._candidate(node)
-        if user is None or node.op != user.op or len(node.input) != len(user.input):
+        if user is None or node.op != user.op or node.name in self.stands:
             return None
-        if node.name == user.name and self._reads_as_user(node, user):
+        if node.name == user.name and len(node.input) == len(user.input) and \
+                self._reads_as_user(node, user):
             return user.name if self._same(node, user) else None
+        data = _data(node.input)
+        if len(data) != len(_data(user.input)):
+            return None
         inputs = []
-        for text in node.input:
+        for text in data:
             mapped = self.tensor(text)
             if mapped is None:
                 return None
             inputs.append(mapped)
-        # Data inputs in order; control inputs as a set (their order means nothing).
-        if _data(inputs) != _data(user.input) or \
-                sorted(_controls(inputs)) != sorted(_controls(user.input)):
+        if inputs != _data(user.input):
+            return None
+        waits = self._controls_frontier(node)
+        if waits is None or not {t[1:] for t in _controls(user.input)} <= waits:
             return None
         copy = type(node)()
         copy.CopyFrom(node)  # a light node: no data to copy
@@ -207,13 +353,15 @@ def resolves_to_user_graph(inlined, user_nodes, *, fetches, targets, feeds,
             (a gear or lazy_recompile variant, chosen for them): the rewrite's shape checks
             then pass their input on.
     """
-    resolver = _Resolver(inlined.graph_def, user_nodes, inlined.origins, inlined.pass_through,
-                         shapes_checked)
+    resolver = _Resolver(inlined, user_nodes, shapes_checked)
     for user, installed in list(fetches.items()) + list(feeds.items()):
         name, port, _ = parse_input(user)
         if resolver.tensor(installed) != format_input(name, port):
             return False
     for user, installed in targets.items():
-        if installed not in resolver.nodes or resolver._resolve(installed) != user:
+        # The user's op itself, or a gate (the stand of the call it went into) that waits for
+        # it: running that runs the user's op and nodes the signature runs anyway.
+        waits = resolver._frontier(installed)
+        if waits is None or user not in waits:
             return False
     return True

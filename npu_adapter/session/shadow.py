@@ -134,6 +134,7 @@ class ShadowGraph:
         self.signatures = {}    # shared installed signatures (see session.core)
         self._functions = {}    # function name -> the FunctionDef the shadow holds
         self._graph_def = None  # (user graph version, generation, GraphDef, {name: NodeDef})
+        self._facts = {}        # name -> (graph stamp, what user_graph_fact computed)
         # The bytes that GraphDef was parsed from, kept until the next install has imported
         # the user's nodes from them (see graph/serialized.py), then dropped: holding them
         # longer would hold a second copy of the weights.
@@ -183,6 +184,17 @@ class ShadowGraph:
                 cached = self._graph_def = (stamp, graph_def,
                                             {n.name: n for n in graph_def.node})
             return cached[1], cached[2]
+
+    def user_graph_fact(self, name, compute):
+        """``compute(GraphDef)`` of the user's graph as it is now, computed once per graph
+        version (as :meth:`user_graph_def` is taken) and kept under ``name``."""
+        with self.lock:  # reentrant: the GraphDef and its stamp are read together
+            graph_def, _ = self.user_graph_def()
+            stamp = self._graph_def[0]
+            cached = self._facts.get(name)
+            if cached is None or cached[0] != stamp:
+                cached = self._facts[name] = (stamp, compute(graph_def))
+            return cached[1]
 
     def graph_num(self, user_graph_def):
         """A fresh ``N`` for ``GeOp<N>_<k>`` names: unique in this shadow and not the prefix of

@@ -1,0 +1,181 @@
+"""Signatures with state on the user's graph (npu_adapter/session/direct.py): a TF1 training
+script whose rewrite is the user's own nodes runs its initialiser and steps where plain
+TensorFlow would, with plain TensorFlow's values; when a later signature with state must run
+rewritten on the shadow, the variables' values move there first
+(npu_adapter/session/state_move.py)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from npu_adapter.config import NpuConfig
+from npu_adapter.session import NpuSession, plain_session_class
+from npu_adapter.session.direct import movable_variables
+from npu_adapter.session.shadow import ShadowGraph
+
+tf1 = tf.compat.v1
+PlainSession = plain_session_class()
+UNINITIALISED = (tf.errors.FailedPreconditionError, tf.errors.NotFoundError)
+# A rewrite that changes what the matmuls compute (float16 inside): signatures with one run
+# on the shadow; the initialiser, without one, is still the user's nodes.
+PRECISION = {"npu_adapter_emulate_precision": "on", "precision_mode": "allow_fp32_to_fp16"}
+
+
+def npu_config(**options):
+    return NpuConfig.from_dict(options).to_config_proto()
+
+
+def training_graph(use_resource, optimizer="momentum"):
+    """x → dense(relu) → dense → mean squared error, a global step, a TF1 optimizer."""
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(3)
+        x = tf1.placeholder(tf.float32, [None, 5], name="x")
+        y = tf1.placeholder(tf.float32, [None, 2], name="y")
+        with tf1.variable_scope("net", use_resource=use_resource):
+            w1 = tf1.get_variable("w1", [5, 4])
+            b1 = tf1.get_variable("b1", [4], initializer=tf1.constant_initializer(0.1))
+            w2 = tf1.get_variable("w2", [4, 2])
+        hidden = tf.nn.relu(tf.matmul(x, w1) + b1)
+        loss = tf.reduce_mean(tf.square(tf.matmul(hidden, w2) - y), name="loss")
+        step = tf1.train.get_or_create_global_step()
+        opt = tf1.train.MomentumOptimizer(0.05, 0.9) if optimizer == "momentum" else \
+            tf1.train.AdamOptimizer(0.01)
+        opt.minimize(loss, global_step=step, name="train")
+        tf1.global_variables_initializer()
+    return graph
+
+
+def feeds(graph, seed):
+    rs = np.random.RandomState(seed)
+    return {graph.get_tensor_by_name("x:0"): rs.randn(8, 5).astype(np.float32),
+            graph.get_tensor_by_name("y:0"): rs.randn(8, 2).astype(np.float32)}
+
+
+def train(sess, graph, steps, first_seed=0):
+    loss = graph.get_tensor_by_name("loss:0")
+    op = graph.get_operation_by_name("train")
+    return [sess.run([loss, op], feeds(graph, first_seed + k))[0] for k in range(steps)]
+
+
+def weights(sess, graph):
+    return sess.run(list(graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES)))
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+@pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
+def test_a_training_script_runs_on_the_users_graph_bit_for_bit(use_resource, optimizer):
+    graph = training_graph(use_resource, optimizer)
+    init = graph.get_operation_by_name("init")
+    with PlainSession(graph=graph) as plain:
+        plain.run(init)
+        want_losses = train(plain, graph, 5)
+        want = weights(plain, graph)
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        sess.run(init)
+        losses = train(sess, graph, 5)
+        got = weights(sess, graph)
+        assert sess.npu_rewrite_result(graph.get_tensor_by_name("loss:0"),
+                                       feeds(graph, 0)).clusters
+        assert sess._npu_state_home == "user"
+    assert [a.tobytes() for a in losses] == [b.tobytes() for b in want_losses]
+    for a, b in zip(got, want):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    assert ShadowGraph.for_graph(graph).graph.get_operations() == []
+
+
+@pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
+def test_state_moves_to_the_shadow_when_a_later_signature_must_run_there(use_resource):
+    graph = training_graph(use_resource)
+    init = graph.get_operation_by_name("init")
+    loss = graph.get_tensor_by_name("loss:0")
+    # The reference: every signature installed in the shadow, the same options.
+    with NpuSession(graph=graph, config=npu_config(npu_adapter_run_on_user_graph=False,
+                                                   **PRECISION)) as reference:
+        reference.run(init)
+        want_start = weights(reference, graph)
+        want_losses = train(reference, graph, 3)
+        want = weights(reference, graph)
+    with NpuSession(graph=graph, config=npu_config(**PRECISION)) as sess:
+        sess.run(init)
+        assert sess._npu_state_home == "user"  # the initialiser is the user's nodes
+        start = weights(sess, graph)
+        losses = train(sess, graph, 3)  # float16 matmuls: runs rewritten, on the shadow
+        assert sess._npu_state_home == "shadow"
+        assert sess.npu_rewrite_result(loss, feeds(graph, 0)).clusters
+        got = weights(sess, graph)
+        assert sess._npu_direct is not None
+    for a, b in zip(start, want_start):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(losses, want_losses)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
+def test_a_variable_never_initialised_stays_so_when_state_moves(use_resource):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [2, 3], name="x")
+        with tf1.variable_scope("v", use_resource=use_resource):
+            w = tf1.get_variable("w", initializer=np.ones((3, 3), np.float32))
+            later = tf1.get_variable("later", initializer=np.full((3,), 2.0, np.float32))
+        product = tf.matmul(x, w, name="product")  # rewritten under PRECISION
+        bump = tf1.assign_add(w, tf.ones([3, 3]), name="bump")
+    with NpuSession(graph=graph, config=npu_config(**PRECISION)) as sess:
+        sess.run(w.initializer)
+        sess.run(bump)  # state on the user's graph: w = 2
+        assert sess._npu_state_home == "user"
+        got = sess.run(product, {x: np.ones((2, 3), np.float32)})  # moves the state
+        assert sess._npu_state_home == "shadow"
+        np.testing.assert_array_equal(got, np.full((2, 3), 6.0, np.float32))
+        np.testing.assert_array_equal(sess.run(w), np.full((3, 3), 2.0, np.float32))
+        with pytest.raises(UNINITIALISED):
+            sess.run(later.read_value() if use_resource else later)
+
+
+def test_a_graph_with_state_that_cannot_move_keeps_signatures_with_state_on_the_shadow():
+    graph = tf.Graph()
+    with graph.as_default():
+        queue = tf1.FIFOQueue(4, [tf.float32], shapes=[[2]], name="queue")
+        enqueue = queue.enqueue([tf.constant([1.0, 2.0])], name="enqueue")
+        total = tf.reduce_sum(queue.dequeue() * 3.0, name="total")
+    assert movable_variables(graph.as_graph_def()) is None
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        sess.run(enqueue)
+        sess.run(enqueue)
+        assert sess.run(total) == 9.0
+        assert sess.run(total) == 9.0
+        assert sess._npu_state_home == "shadow"
+        assert "_npu_direct" not in sess.__dict__
+
+
+def test_movable_variables_lists_the_variables_and_refuses_other_state():
+    graph = training_graph(use_resource=True)
+    found = movable_variables(graph.as_graph_def())
+    assert [v.name for v in found] == sorted(v.name for v in found)
+    by_name = {v.name: v for v in found}
+    assert by_name["net/w1"].resource
+    assert by_name["net/w1"].value == "net/w1/Read/ReadVariableOp:0"
+    assert by_name["net/w1"].dtype == tf.float32.as_datatype_enum
+    ref = movable_variables(training_graph(use_resource=False).as_graph_def())
+    assert {v.name: v.value for v in ref}["net/w1"] == "net/w1:0"
+    # A resource variable the graph never reads plainly: its value cannot be copied.
+    unread = graph.as_graph_def()
+    for node in unread.node:
+        if node.op == "ReadVariableOp":
+            node.input.append("^x")
+    assert movable_variables(unread) is None
+    with_function = graph.as_graph_def()
+    with_function.library.function.add().signature.name = "f"
+    assert movable_variables(with_function) is None
+
+
+def test_a_session_whose_state_lived_on_the_users_graph_hands_on_no_state():
+    graph = training_graph(use_resource=False)
+    init = graph.get_operation_by_name("init")
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        sess.run(init)
+        train(sess, graph, 2)
+    with NpuSession(graph=graph, config=npu_config()) as sess, pytest.raises(UNINITIALISED):
+        train(sess, graph, 1)  # uninitialised, as in a fresh TensorFlow session
