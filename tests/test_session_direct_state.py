@@ -179,3 +179,46 @@ def test_a_session_whose_state_lived_on_the_users_graph_hands_on_no_state():
         train(sess, graph, 2)
     with NpuSession(graph=graph, config=npu_config()) as sess, pytest.raises(UNINITIALISED):
         train(sess, graph, 1)  # uninitialised, as in a fresh TensorFlow session
+
+
+def test_an_rnn_training_step_runs_with_plain_values():
+    # A TF1 RNN: a while loop over TensorArrays (state that lives for one run), as
+    # dynamic_rnn builds it under disable_v2_behavior (TF1 control flow).
+    graph = tf.Graph()
+    tf1.disable_control_flow_v2()
+    try:
+        _rnn_training(graph)
+    finally:
+        tf1.enable_control_flow_v2()
+    x = graph.get_tensor_by_name("x:0")
+    loss = graph.get_tensor_by_name("loss:0")
+    init = graph.get_operation_by_name("init")
+    assert movable_variables(graph.as_graph_def()) is not None
+    feed = {x: np.random.RandomState(0).randn(4, 2, 3).astype(np.float32)}
+    train_op = graph.get_operation_by_name("train")
+    with PlainSession(graph=graph) as plain:
+        plain.run(init)
+        want = [plain.run([loss, train_op], feed)[0] for _ in range(3)]
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        sess.run(init)
+        got = [sess.run([loss, train_op], feed)[0] for _ in range(3)]
+    np.testing.assert_array_equal(got, want)
+
+
+def _rnn_training(graph):
+    with graph.as_default():
+        tf1.set_random_seed(11)
+        x = tf1.placeholder(tf.float32, [4, 2, 3], name="x")  # time, batch, features
+        w = tf1.get_variable("w", [3 + 5, 5], use_resource=False)
+        inputs = tf.TensorArray(tf.float32, size=4).unstack(x)
+        outputs = tf.TensorArray(tf.float32, size=4)
+
+        def step(t, h, out):
+            h = tf.tanh(tf.matmul(tf.concat([inputs.read(t), h], 1), w))
+            return t + 1, h, out.write(t, h)
+
+        _, _, outputs = tf1.while_loop(lambda t, *_: t < 4, step,
+                                       [tf.constant(0), tf.zeros([2, 5]), outputs])
+        loss = tf.reduce_mean(tf.square(outputs.stack()), name="loss")
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+        tf1.global_variables_initializer()

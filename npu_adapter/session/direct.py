@@ -65,8 +65,9 @@ def keeps_no_state(graph_def):
 
 # Stateful ops whose state one TensorFlow session can hand to another: the variables (their
 # values are copied) and the ops that read or update them, the random ops (kept per kernel:
-# a moved session's generators start again from their seeds) and the checkpoint ops (their
-# state is files).
+# a moved session's generators start again from their seeds), the checkpoint ops (their
+# state is files) and the TensorArray and stack ops (their state lives for one run: TF1's
+# dynamic_rnn and while loops).
 _MOVABLE_STATE = frozenset({
     "VariableV2", "Variable", "VarHandleOp", "ReadVariableOp", "IsVariableInitialized",
     "VarIsInitializedOp", "ResourceGather", "ResourceGatherNd", "CountUpTo", "ResourceCountUpTo",
@@ -76,7 +77,8 @@ _MOVABLE_STATE = frozenset({
     "SaveV2", "Save", "SaveSlices", "RestoreV2", "Restore", "RestoreSlice", "MergeV2Checkpoints",
 })
 _MOVABLE_STATE_PREFIXES = ("Assign", "Apply", "ResourceApply", "SparseApply",
-                           "ResourceSparseApply", "Scatter", "ResourceScatter")
+                           "ResourceSparseApply", "Scatter", "ResourceScatter", "TensorArray",
+                           "Stack")
 _REF_VARIABLES = frozenset({"VariableV2", "Variable"})
 
 
