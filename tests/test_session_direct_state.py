@@ -7,6 +7,7 @@ rewritten on the shadow, the variables' values move there first
 import numpy as np
 import pytest
 import tensorflow as tf
+from graph_cases import mlp_feeds, mlp_graph
 
 from npu_adapter.config import NpuConfig
 from npu_adapter.session import NpuSession, plain_session_class
@@ -27,29 +28,11 @@ def npu_config(**options):
 
 def training_graph(use_resource, optimizer="momentum"):
     """x → dense(relu) → dense → mean squared error, a global step, a TF1 optimizer."""
-    graph = tf.Graph()
-    with graph.as_default():
-        tf1.set_random_seed(3)
-        x = tf1.placeholder(tf.float32, [None, 5], name="x")
-        y = tf1.placeholder(tf.float32, [None, 2], name="y")
-        with tf1.variable_scope("net", use_resource=use_resource):
-            w1 = tf1.get_variable("w1", [5, 4])
-            b1 = tf1.get_variable("b1", [4], initializer=tf1.constant_initializer(0.1))
-            w2 = tf1.get_variable("w2", [4, 2])
-        hidden = tf.nn.relu(tf.matmul(x, w1) + b1)
-        loss = tf.reduce_mean(tf.square(tf.matmul(hidden, w2) - y), name="loss")
-        step = tf1.train.get_or_create_global_step()
-        opt = tf1.train.MomentumOptimizer(0.05, 0.9) if optimizer == "momentum" else \
-            tf1.train.AdamOptimizer(0.01)
-        opt.minimize(loss, global_step=step, name="train")
-        tf1.global_variables_initializer()
-    return graph
+    return mlp_graph(use_resource, optimizer)
 
 
 def feeds(graph, seed):
-    rs = np.random.RandomState(seed)
-    return {graph.get_tensor_by_name("x:0"): rs.randn(8, 5).astype(np.float32),
-            graph.get_tensor_by_name("y:0"): rs.randn(8, 2).astype(np.float32)}
+    return {graph.get_tensor_by_name(name): value for name, value in mlp_feeds(seed).items()}
 
 
 def train(sess, graph, steps, first_seed=0):
@@ -155,11 +138,11 @@ def test_movable_variables_lists_the_variables_and_refuses_other_state():
     found = movable_variables(graph.as_graph_def())
     assert [v.name for v in found] == sorted(v.name for v in found)
     by_name = {v.name: v for v in found}
-    assert by_name["net/w1"].resource
-    assert by_name["net/w1"].value == "net/w1/Read/ReadVariableOp:0"
-    assert by_name["net/w1"].dtype == tf.float32.as_datatype_enum
+    assert by_name["mlp/w1"].resource
+    assert by_name["mlp/w1"].value == "mlp/w1/Read/ReadVariableOp:0"
+    assert by_name["mlp/w1"].dtype == tf.float32.as_datatype_enum
     ref = movable_variables(training_graph(use_resource=False).as_graph_def())
-    assert {v.name: v.value for v in ref}["net/w1"] == "net/w1:0"
+    assert {v.name: v.value for v in ref}["mlp/w1"] == "mlp/w1:0"
     # A resource variable the graph never reads plainly: its value cannot be copied.
     unread = graph.as_graph_def()
     for node in unread.node:

@@ -10,6 +10,8 @@ reads and updates run inside the cluster function with the handle as an argument
 import numpy as np
 import pytest
 import tensorflow as tf
+from graph_cases import mlp_feeds, mlp_graph
+from graph_cases import training_optimizer as _optimizer
 
 import npu_adapter
 from npu_adapter.config import NpuConfig
@@ -22,31 +24,6 @@ PlainSession = plain_session_class()
 
 _RESOURCE_OUTSIDE = "resource_handle_cpu_reference"
 _REF_OUTSIDE = "ref_edge_cpu_reference"
-
-
-def _optimizer(name):
-    return {"sgd": lambda: tf1.train.GradientDescentOptimizer(0.1),
-            "momentum": lambda: tf1.train.MomentumOptimizer(0.1, 0.9),
-            "adam": lambda: tf1.train.AdamOptimizer(0.01)}[name]()
-
-
-def mlp_graph(use_resource, optimizer):
-    """x[8,5] → dense(4) → relu → dense(2) → MSE against y; ``train`` with a global step."""
-    g = tf.Graph()
-    with g.as_default():
-        tf1.set_random_seed(11)
-        x = tf1.placeholder(tf.float32, [8, 5], name="x")
-        y = tf1.placeholder(tf.float32, [8, 2], name="y")
-        with tf1.variable_scope("mlp", use_resource=use_resource):
-            w1 = tf1.get_variable("w1", [5, 4])
-            b1 = tf1.get_variable("b1", [4], initializer=tf1.constant_initializer(0.1))
-            w2 = tf1.get_variable("w2", [4, 2])
-        h = tf.nn.relu(tf.matmul(x, w1) + b1)
-        loss = tf.reduce_mean(tf.square(tf.matmul(h, w2) - y), name="loss")
-        step = tf1.train.get_or_create_global_step()
-        _optimizer(optimizer).minimize(loss, global_step=step, name="train")
-        tf1.global_variables_initializer()
-    return g
 
 
 def cnn_graph(use_resource, optimizer, batch_norm=False):
@@ -80,11 +57,6 @@ def cnn_graph(use_resource, optimizer, batch_norm=False):
             _optimizer(optimizer).minimize(loss, global_step=step, name="train")
         tf1.global_variables_initializer()
     return g
-
-
-def mlp_feeds(seed=0):
-    rs = np.random.RandomState(seed)
-    return {"x:0": rs.randn(8, 5).astype(np.float32), "y:0": rs.randn(8, 2).astype(np.float32)}
 
 
 def cnn_feeds(seed=0):
