@@ -8,8 +8,9 @@ on or keep the calls' order (the node standing for a call, the ``NoOp`` holding 
 the call's control inputs, the ``Identity`` keeping a fetched name). Importing that into the
 shadow graph (:mod:`npu_adapter.session.shadow`) copies the user's nodes and weights once more
 for TensorFlow to prepare a graph it already has: on a frozen ResNet-50 that is 0.1-0.2 s of a
-2 s first run, on a LeNet training step (initialiser and one step) 35 ms of 120
-(bench/PERFORMANCE.md).
+2 s first run; on a LeNet training script (initialiser and one step) the installs, the cluster
+functions' copies and their instantiation took ~30 ms of a ~160 ms first run whose plain
+TensorFlow counterpart takes ~100 ms (bench/PERFORMANCE.md).
 
 :func:`resolves_to_user_graph` proves, node by node, that a signature's installed graph runs the
 user's own nodes for every fetch, target and feed; the session then runs such a signature on a
