@@ -209,3 +209,23 @@ def test_a_session_in_a_new_process_takes_its_proof_from_the_cache(tmp_path, mon
         with plain_session_class()(graph=graph) as plain:
             np.testing.assert_array_equal(values[-1], plain.run("probs:0", feed))
     assert len(proofs) == 1
+
+
+def test_the_sources_stamp_follows_every_source_file_and_nothing_else(tmp_path):
+    # Disk entries carry the stamp of our sources: an edited pass must not reuse old rewrites.
+    root = tmp_path / "pkg"
+    (root / "sub" / "__pycache__").mkdir(parents=True)
+    (root / "a.py").write_text("x = 1\n")
+    (root / "sub" / "b.py").write_text("y = 2\n")
+    (root / "notes.txt").write_text("not a source")
+    first = rewrite_cache.sources_stamp([str(root)])
+    assert rewrite_cache.sources_stamp([str(root)]) == first
+    (root / "sub" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"\0")
+    (root / "notes.txt").write_text("still not a source")
+    assert rewrite_cache.sources_stamp([str(root)]) == first
+    stat = os.stat(root / "sub" / "b.py")
+    os.utime(root / "sub" / "b.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    touched = rewrite_cache.sources_stamp([str(root)])
+    assert touched != first
+    (root / "sub" / "c.py").write_text("")
+    assert rewrite_cache.sources_stamp([str(root)]) != touched

@@ -47,16 +47,28 @@ def _code_stamp():
     import npu_adapter
     import npu_adapter.passes
 
+    return sources_stamp(os.path.dirname(os.path.abspath(package.__file__))
+                         for package in (npu_adapter, npu_adapter.passes))
+
+
+def sources_stamp(roots):
+    """A digest of the ``.py`` files under each folder of ``roots`` (path relative to its root,
+    size, modification time; ``__pycache__`` left out), the same for the same files in any
+    order of listing."""
     digest = hashlib.sha256()
-    for package in (npu_adapter, npu_adapter.passes):
-        root = os.path.dirname(os.path.abspath(package.__file__))
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith(".py"):
-                    st = os.stat(os.path.join(folder, name))
-                    rel = os.path.relpath(os.path.join(folder, name), root)
-                    digest.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for root in roots:
+        pending = [(root, "")]
+        while pending:  # depth first, entries by name (scandir's stat needs no second call)
+            folder, rel = pending.pop()
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+            for entry in entries:
+                if entry.name.endswith(".py") and entry.is_file():
+                    st = entry.stat()
+                    digest.update(f"{rel}{entry.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+            pending.extend((entry.path, f"{rel}{entry.name}/") for entry in reversed(entries)
+                           if entry.is_dir() and entry.name != "__pycache__")
+        digest.update(b"|")  # the next root's files are not this one's
     return digest.hexdigest()[:16]
 
 
