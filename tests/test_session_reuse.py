@@ -189,7 +189,8 @@ def test_callables_and_partial_runs_keep_the_session_out(use):
         else:
             handle = sess.partial_run_setup([y], [x])
             sess.partial_run(handle, y, {x: feed_value()})
-    assert reuse_of(graph).idle_count() == 0
+    # (The session of the user's graph, which holds neither, may be kept.)
+    assert reuse_of(graph).idle_count("shadow") == 0
 
 
 def test_the_option_off_dumping_sessions_and_the_xla_backend_do_not_share(tmp_path):
@@ -275,7 +276,9 @@ def test_an_adopting_session_closed_for_good_releases_both_handles(monkeypatch):
     stand_in = sess._npu_stand_in
     assert sess.make_callable(total)() == 3.0  # keeps the session out of reuse
     sess.close()
-    assert released == [stand_in]  # the adopted handle is closed by TensorFlow's close
+    # The adopted handle is closed by TensorFlow's close. (The others released are the handles
+    # the session of the user's graph opened and replaced by the idle one it adopted.)
+    assert released.count(stand_in) == 1 and sess._session not in released
     assert sess._closed and reuse_of(graph).idle_count("shadow") == 0
 
 
