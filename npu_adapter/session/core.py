@@ -546,7 +546,8 @@ class _NpuSessionMixin:
             with contextlib.suppress(Exception):
                 self._npu_direct_session()._extend_graph()
 
-        self._npu_preparing = threading.Thread(target=prepare, daemon=True,
+        # Not a daemon: an exiting interpreter waits for TensorFlow's copy to finish.
+        self._npu_preparing = threading.Thread(target=prepare, daemon=False,
                                                name="npu-adapter-direct-session")
         self._npu_preparing.start()
 
