@@ -584,8 +584,7 @@ class _NpuSessionMixin:
         sessions when it never held state, else close it."""
         key = self._npu_reuse_key()
         if key is None or session._closed or not session._session or \
-                self.__dict__.get("_npu_state_home") == "user" or \
-                self.__dict__.get("_npu_state_moved"):
+                self.__dict__.get("_npu_direct_held_state"):
             session.close()
             return
         # The pool keeps TensorFlow's handle, not the Session (which holds the user's graph:
@@ -605,6 +604,8 @@ class _NpuSessionMixin:
             current = self._npu_state_home
             if current is None or current == home:
                 self._npu_state_home = home
+                if home == "user":  # the direct session holds state: never handed on
+                    self._npu_direct_held_state = True
                 return True
             if home == "user":
                 return False
@@ -630,8 +631,7 @@ class _NpuSessionMixin:
         direct = self.__dict__.get("_npu_direct")
         if direct is None:
             return
-        self._npu_state_moved = True  # the direct session keeps stale state: never pooled
-        variables = self._npu_shadow.user_graph_fact("movable_variables", movable_variables)
+        variables = self._npu_movable_variables()
         with self._npu_inside():
             move_variables(direct, self._npu_shadow, variables,
                            lambda fetches, feeds: _BASE["run"](self, fetches, feeds))
@@ -763,7 +763,7 @@ class _NpuSessionMixin:
         def derive(result):
             light, _ = result.light_parts()
             facts = {_NO_STATE_FACT: keeps_no_state(light)}
-            if facts[_NO_STATE_FACT] or self._npu_state_movable():
+            if facts[_NO_STATE_FACT] or self._npu_movable_variables() is not None:
                 derived["inlined"], facts[_USER_NODES_FACT] = _installed_form(
                     light, result, user_nodes, _maps(result, tensors, ops, feeds))
             return facts
@@ -803,7 +803,8 @@ class _NpuSessionMixin:
                 stateless = keeps_no_state(light)
             signature.stateful = not stateless
             user_form = False
-            if self._npu_direct_allowed() and (stateless or self._npu_state_movable()):
+            if self._npu_direct_allowed() and \
+                    (stateless or self._npu_movable_variables() is not None):
                 user_form = result.derived.get(_USER_NODES_FACT)
                 if user_form is None:  # cached by a rewrite that did not derive it
                     inlined, user_form = _installed_form(light, result, user_nodes, maps)
@@ -823,11 +824,11 @@ class _NpuSessionMixin:
         self._npu_release_unused_direct()
         signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
 
-    def _npu_state_movable(self):
-        """Whether the state of the user's graph, as it is now, can move between TensorFlow
-        sessions (session/direct.py): only then may signatures with state run on it."""
-        return self._npu_shadow.user_graph_fact("movable_variables",
-                                                movable_variables) is not None
+    def _npu_movable_variables(self):
+        """The variables of the user's graph as it is now when all its state can move between
+        TensorFlow sessions, else None (session/direct.py): only then may signatures with state
+        run on the user's graph."""
+        return self._npu_shadow.user_graph_fact("movable_variables", movable_variables)
 
     def _npu_instrumented(self, graph_def):
         """``graph_def`` reporting to the session's data dump, known to its profiler."""

@@ -31,8 +31,8 @@ moved there first and every later signature with state runs there.
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.names import format_input, parse_input
 from npu_adapter.graph.payload import PAYLOAD_ATTR, is_light_form_of
-from npu_adapter.graph.types import called_functions, may_reference_functions, op_def_for
-from npu_adapter.session.reuse import NO_STATE_ACROSS_RUNS, stateful_op_type
+from npu_adapter.graph.types import called_functions, may_reference_functions
+from npu_adapter.session.reuse import stateful_op_type
 
 __all__ = ["resolves_to_user_graph", "keeps_no_state", "movable_variables", "Variable"]
 
@@ -99,15 +99,6 @@ class Variable:
         self.name, self.resource, self.value, self.dtype = name, resource, value, dtype
 
 
-def _movable(op_type):
-    if op_type in _MOVABLE_STATE or op_type in NO_STATE_ACROSS_RUNS:
-        return True
-    if op_type.startswith(_MOVABLE_STATE_PREFIXES):
-        return True
-    op_def = op_def_for(op_type)
-    return op_def is not None and not op_def.is_stateful
-
-
 def movable_variables(graph_def):
     """The variables of the user's graph ``graph_def`` (a list of :class:`Variable`, sorted by
     name) when all the state its ops keep can move from one TensorFlow session to another (see
@@ -117,10 +108,12 @@ def movable_variables(graph_def):
     copied)."""
     if graph_def.library.function:
         return None
+    op_types = {node.op for node in graph_def.node}
+    if stateful_op_type(t for t in op_types if t not in _MOVABLE_STATE
+                        and not t.startswith(_MOVABLE_STATE_PREFIXES)) is not None:
+        return None
     readers = {}
     for node in graph_def.node:
-        if not _movable(node.op):
-            return None
         if node.op == "ReadVariableOp" and len(node.input) == 1:
             readers.setdefault(parse_input(node.input[0])[0], node.name)
     found = []

@@ -8,7 +8,7 @@ more than the plain one (Grappler inlines and folds the cluster function's body 
 
 When an NpuSession closes and the shadow graph it ran holds no op that keeps state from one
 run to the next (variables, queues, iterators, tables, random generators, session handles:
-every op TensorFlow registers as stateful, but for the few listed in ``NO_STATE_ACROSS_RUNS``),
+every op TensorFlow registers as stateful, but for the few listed in ``_NO_STATE_ACROSS_RUNS``),
 TensorFlow's session holds nothing a later run could tell apart from a fresh session's: its
 executors and folded constants are derived from the graph alone. Such a session is kept idle on
 the shadow, one per target and ``ConfigProto``, and the next NpuSession on the same graph with
@@ -33,12 +33,11 @@ from tensorflow.python.client import pywrap_tf_session as tf_session
 
 from npu_adapter.graph.types import called_functions, may_reference_functions, op_def_for
 
-__all__ = ["SessionReuse", "closed_handle", "release_handle", "stateful_op_type",
-           "NO_STATE_ACROSS_RUNS"]
+__all__ = ["SessionReuse", "closed_handle", "release_handle", "stateful_op_type"]
 
 # Registered as stateful (so Grappler neither folds nor prunes them), but nothing survives a run:
 # the call and control-flow ops are judged by their bodies, which the scan reads too.
-NO_STATE_ACROSS_RUNS = frozenset({
+_NO_STATE_ACROSS_RUNS = frozenset({
     "Assert", "Print", "PrintV2", "NoOp", "PartitionedCall", "StatefulPartitionedCall",
     "If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
 })
@@ -54,7 +53,7 @@ def stateful_op_type(op_types, function_names=(), called=()):
     if unknown:
         return unknown[0]
     for op_type in sorted(op_types):
-        if op_type in NO_STATE_ACROSS_RUNS or op_type in function_names:
+        if op_type in _NO_STATE_ACROSS_RUNS or op_type in function_names:
             continue
         op_def = op_def_for(op_type)
         if op_def is None or op_def.is_stateful:
