@@ -17,7 +17,9 @@ around ``Session.run``:
    (:mod:`npu_adapter.graph.inline`), under the user's node names. A signature whose installed
    form is then the user's own nodes is not installed: it runs on a TensorFlow session of the
    user's graph (:mod:`npu_adapter.session.direct`; one with state while the session's state
-   lives there, which moves to the shadow when a signature must run there). With
+   lives there, which moves to the shadow when a signature must run there), through a callable
+   TensorFlow prepared while the signature was rewritten
+   (:mod:`npu_adapter.session.prepared_runs`). With
    ``iterations_per_loop`` > 1 a run of the loop target runs N steps in one TensorFlow loop
    (:mod:`npu_adapter.session.loop`).
 4. ``run`` maps the fetches and feeds to the shadow graph, asks the backend's runtime which
@@ -53,6 +55,7 @@ from npu_adapter.session.direct import (
     resolves_to_user_graph,
 )
 from npu_adapter.session.loop import install_loop, loop_target
+from npu_adapter.session.prepared_runs import PreparedRuns, run_key
 from npu_adapter.session.reuse import closed_handle, release_handle
 from npu_adapter.session.shadow import ShadowGraph
 from npu_adapter.vocabulary import NPU_SYSTEM_OP_ATTR
@@ -77,10 +80,11 @@ _FAST_CACHE_SIZE = 1024
 # it runs on the direct session (session/direct.py).
 _DIRECT = object()
 _FAST_TYPES = (tf.Tensor, tf.Operation, str)
-# The direct session is prepared while the rewrite runs (_npu_prepare_direct_session) for user
-# graphs whose constants hold at most this much: TensorFlow's copy of the graph then coexists
-# with the rewrite's transient memory (a frozen ResNet-50, ~100 MB of weights, peaked 200 MB
-# higher; MobileNetV2, 14 MB, gained 24 ms of a 0.4 s first run).
+# The direct session and the signature's callable are prepared while the rewrite runs
+# (_npu_prepare_direct_session) for user graphs whose constants hold at most this much:
+# TensorFlow's copy of the graph then coexists with the rewrite's transient memory (a frozen
+# ResNet-50, ~100 MB of weights, peaked 200 MB higher; MobileNetV2, 14 MB, gained 24 ms of a
+# 0.4 s first run from the copy alone).
 PREPARE_MAX_CONSTANT_BYTES = 32 << 20
 # RewriteResult.derived keys (facts of the installed form, cached with the rewrite): it is the
 # user's own nodes (session/direct.py); it keeps no state across runs.
@@ -482,8 +486,9 @@ class _NpuSessionMixin:
             return  # not a rewriting session, or done (NpuSession under install() comes twice)
         self._npu_adoption_done = True
         key = self._npu_reuse_key()
-        handle = self._npu_shadow.reuse.take(key) if key is not None else None
-        if handle is not None:
+        idle = self._npu_shadow.reuse.take(key) if key is not None else None
+        if idle is not None:
+            handle, _ = idle
             # The handle TensorFlow just opened is closed and kept for close() (see
             # _npu_keep_idle), where it stands in for the handle handed back.
             self._npu_stand_in, self._session = self._session, handle
@@ -522,53 +527,65 @@ class _NpuSessionMixin:
         with self._npu_lock:
             session = self.__dict__.get("_npu_direct")
             if session is None:
-                session = PlainSession(self._target, self._npu_user_graph, self._config)
+                session = _DirectSession(self._target, self._npu_user_graph, self._config)
                 key = self._npu_reuse_key()
-                handle = self._npu_shadow.reuse.take(key, "user") if key is not None else None
-                if handle is not None:  # its signatures are prepared: run on it instead
-                    fresh, session._session = session._session, handle
+                idle = self._npu_shadow.reuse.take(key, "user") if key is not None else None
+                if idle is not None:  # its signatures are prepared: run on it instead
+                    fresh, (session._session, prepared) = session._session, idle
+                    session._npu_prepared = prepared or PreparedRuns()
                     release_handle(fresh)
                 self._npu_direct = session
         return session
 
-    def _npu_prepare_direct_session(self):
-        """Open the direct session and hand TensorFlow the user's graph (``ExtendSession``) in
-        a thread while this one rewrites, when the session has none yet: a direct signature's
-        first run then finds the graph in TensorFlow's session. Extending runs nothing; a
-        failure shows again where the run extends. (TensorFlow copies the graph without the
-        GIL, so on a frozen MobileNetV2 most of the 35-40 ms it takes overlaps the rewrite;
-        see PREPARE_MAX_CONSTANT_BYTES for larger graphs.)"""
-        if "_npu_direct" in self.__dict__ or self.__dict__.get("_npu_prepared_once"):
-            return  # (once: a session whose signatures take the shadow pays it once)
-        self._npu_prepared_once = True
+    def _npu_prepare_direct_session(self, names):
+        """Prepare the signature ``names`` on the direct session in a thread while this one
+        rewrites it: open the session, hand TensorFlow the user's graph (``ExtendSession``) and
+        make the signature's callable (:mod:`npu_adapter.session.prepared_runs`). Neither runs
+        anything; a failure shows again where the run needs it. (TensorFlow works without the
+        GIL: on a frozen MobileNetV2 most of the 35-40 ms its copy of the graph takes overlaps
+        the rewrite, on LeNet training the 15-20 ms per signature of its executors; see
+        PREPARE_MAX_CONSTANT_BYTES for larger graphs.)"""
+        if self.__dict__.get("_npu_prepare_stopped"):
+            return  # a session whose signatures took the shadow paid for it once
+        key = run_key(*names)
 
         def prepare():
             with contextlib.suppress(Exception):
-                self._npu_direct_session()._extend_graph()
+                session = self._npu_direct_session()
+                if session._npu_prepared.claim(key):
+                    session._npu_prepared.prepare(session, key)
 
-        # Not a daemon: an exiting interpreter waits for TensorFlow's copy to finish.
-        self._npu_preparing = threading.Thread(target=prepare, daemon=False,
-                                               name="npu-adapter-direct-session")
-        self._npu_preparing.start()
+        # Not a daemon: an exiting interpreter waits for TensorFlow's work to finish.
+        thread = threading.Thread(target=prepare, daemon=False,
+                                  name="npu-adapter-direct-session")
+        self.__dict__.setdefault("_npu_preparing", []).append(thread)
+        thread.start()
 
     def _npu_wait_prepared(self):
-        """Wait for :meth:`_npu_prepare_direct_session`'s thread (once)."""
-        thread = self.__dict__.pop("_npu_preparing", None)
-        if thread is not None:
+        """Wait for the threads of :meth:`_npu_prepare_direct_session`."""
+        threads = self.__dict__.pop("_npu_preparing", None)
+        for thread in threads or ():
             thread.join()
 
-    def _npu_release_unused_direct(self):
-        """Close the direct session prepared for a signature that runs on the shadow, when no
-        run used it yet: it holds TensorFlow's copy of the user's graph (the weights too); a
-        later direct signature opens it again."""
-        if "_npu_preparing" not in self.__dict__ or self.__dict__.get("_npu_direct_used"):
+    def _npu_release_unused_direct(self, names):
+        """A signature (``names``) runs on the shadow: free what was prepared for it on the
+        direct session. Close that session when no run used it yet (it holds TensorFlow's copy
+        of the user's graph, the weights too; a later direct signature opens it again), and
+        prepare nothing more in this session."""
+        if not self.__dict__.get("_npu_preparing") and "_npu_direct" not in self.__dict__:
             return
         self._npu_wait_prepared()
         with self._npu_lock:
-            if self.__dict__.get("_npu_direct_used"):
-                return
-            session = self.__dict__.pop("_npu_direct", None)
-        if session is not None:
+            used = self.__dict__.get("_npu_direct_used")
+            session = self.__dict__.get("_npu_direct")
+            if not used:
+                self.__dict__.pop("_npu_direct", None)
+                self._npu_prepare_stopped = True
+        if session is None:
+            return
+        if used:
+            session._npu_prepared.release(session, run_key(*names))
+        else:
             session.close()
 
     def _npu_close_direct(self):
@@ -591,7 +608,7 @@ class _NpuSessionMixin:
         # the shadow, and so its pool, must not keep the graph alive).
         handle, session._session = session._session, None
         session._closed = True
-        self._npu_shadow.reuse.give(key, handle, "user")
+        self._npu_shadow.reuse.give(key, handle, "user", session._npu_prepared)
 
     def _npu_state_on(self, home):
         """Whether this session's state may live on ``home`` (``"user"``: the direct session,
@@ -641,6 +658,8 @@ class _NpuSessionMixin:
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         self._npu_direct_used = True
+        if "_npu_preparing" in self.__dict__:
+            self._npu_wait_prepared()  # the signature's callable, being made
         return self._npu_execute(self._npu_direct_session(), plan, plan.mapper.unique_fetches(),
                                  feed_dict, options, run_metadata)
 
@@ -754,7 +773,7 @@ class _NpuSessionMixin:
         graph_def, user_nodes = shadow.user_graph_def()
         if inline and self._npu_direct_allowed() and shadow.user_graph_fact(
                 "constant_bytes", _constant_bytes) <= PREPARE_MAX_CONSTANT_BYTES:
-            self._npu_prepare_direct_session()
+            self._npu_prepare_direct_session(signature.names)
         # The proof that the installed form is the user's own nodes depends only on what the
         # rewrite's cache key covers: it is derived once and cached with the result (a fresh
         # process with a warm disk cache skips the inlining and the proof).
@@ -821,7 +840,7 @@ class _NpuSessionMixin:
                 if inlined is None:
                     inlined = _inlined(light, _cluster_names(result))
                 light = inlined.graph_def
-        self._npu_release_unused_direct()
+        self._npu_release_unused_direct(signature.names)
         signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
 
     def _npu_movable_variables(self):
@@ -1104,6 +1123,24 @@ class PlainSession(ORIGINAL_CLASSES["Session"]):
     effect (for comparisons with plain TensorFlow)."""
 
     _npu_force_plain = True
+
+
+class _DirectSession(PlainSession):
+    """The TensorFlow session of the user's graph that runs an NpuSession's direct signatures
+    (:mod:`npu_adapter.session.direct`): a prepared signature runs through its callable
+    (:mod:`npu_adapter.session.prepared_runs`), after ``Session.run``'s own checks."""
+
+    def __init__(self, target, graph, config):
+        super().__init__(target, graph, config)
+        self._npu_prepared = PreparedRuns()
+
+    def _do_run(self, handle, target_list, fetch_list, feed_dict, options, run_metadata):
+        if handle is None and options is None and run_metadata is None:
+            run = self._npu_prepared.find(fetch_list, target_list, feed_dict)
+            if run is not None:
+                return self._do_call(run, self)
+        return super()._do_run(handle, target_list, fetch_list, feed_dict, options,
+                               run_metadata)
 
 
 class NpuInteractiveSession(_NpuSessionMixin, ORIGINAL_CLASSES["InteractiveSession"]):

@@ -90,7 +90,7 @@ def _release_all(*pools):
     """Finaliser of a shadow: release its idle sessions (``pools`` are the dicts, not the
     pool objects)."""
     for idle in pools:
-        handles = list(idle.values())
+        handles = [handle for handle, _ in idle.values()]
         idle.clear()
         for handle in handles:
             with contextlib.suppress(Exception):  # a finaliser must not raise
@@ -152,22 +152,24 @@ class SessionReuse:
         return self._adopted["user"]
 
     def take(self, key, graph="shadow"):
-        """The idle session of ``graph`` (``"shadow"`` or ``"user"``) kept under ``key`` (it is
-        no longer idle), or None. A session of the user's graph only ever ran signatures that
-        keep no state (session/direct.py)."""
+        """``(handle, companion)`` of the idle session of ``graph`` (``"shadow"`` or
+        ``"user"``) kept under ``key`` (it is no longer idle), or None. A session of the user's
+        graph only ever ran signatures that keep no state (session/direct.py)."""
         with self._lock:
-            handle = self._idle[graph].pop(key, None)
-            self._adopted[graph] += handle is not None
-            return handle
+            entry = self._idle[graph].pop(key, None)
+            self._adopted[graph] += entry is not None
+            return entry
 
-    def give(self, key, handle, graph="shadow"):
-        """Keep ``handle`` (a session of ``graph``) idle under ``key``; when one is kept there
+    def give(self, key, handle, graph="shadow", companion=None):
+        """Keep ``handle`` (a session of ``graph``) idle under ``key``, with ``companion`` (what
+        the session prepared in it, e.g. the direct session's
+        :class:`~npu_adapter.session.prepared_runs.PreparedRuns`); when one is kept there
         already, release ``handle`` instead (one idle session per key bounds the memory
         kept)."""
         with self._lock:
             idle = self._idle[graph]
             if key not in idle:
-                idle[key] = handle
+                idle[key] = (handle, companion)
                 return
         release_handle(handle)
 

@@ -1,0 +1,138 @@
+"""Direct signatures prepared in TensorFlow while their rewrite runs.
+
+The first run of a signature in a TensorFlow session prunes the graph, runs Grappler and builds
+the executors: on a LeNet training script about 15-20 ms per signature, all in C++. For a
+signature that will run on the user's graph (:mod:`npu_adapter.session.direct`) that work does
+not depend on the rewrite, so it is started in a thread while the rewrite runs: TensorFlow's
+``MakeCallable`` (the C API behind ``Session._make_callable_from_options``) prepares the
+signature's executors without the GIL and runs nothing, so it is safe for signatures with state.
+
+TensorFlow keeps a callable's executors apart from those of ``Session.run``. A prepared signature
+therefore keeps running through its callable, from its first run on, whenever the run passes no
+``RunOptions`` or ``RunMetadata`` (a traced run goes through ``Session.run`` and builds its own
+executors). Everything ``Session.run`` checks in Python (fetchable and feedable tensors, the dtype
+conversion of fed values, the shape check) still happens: :class:`PreparedRuns` replaces only the
+call into TensorFlow at the end (``BaseSession._do_run``), and errors get the same treatment
+(``BaseSession._do_call``). A callable whose preparation failed is not used: the run goes through
+``Session.run``, which reports the error as TensorFlow does.
+
+The callables belong to one TensorFlow session: an idle direct session handed to the next
+NpuSession on the graph (:mod:`npu_adapter.session.reuse`) carries its :class:`PreparedRuns`.
+"""
+
+import threading
+
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.python.client import pywrap_tf_session as tf_session
+
+__all__ = ["PreparedRuns", "run_key"]
+
+
+def run_key(fetches, targets, feeds):
+    """The key of a run: (fetched tensor names that are not fed, target op names, fed tensor
+    names), each sorted. ``Session.run`` does not fetch a fed tensor: it returns the value fed."""
+    feeds = tuple(sorted(set(feeds)))
+    fed = set(feeds)
+    return (tuple(sorted(set(fetches) - fed)), tuple(sorted(set(targets))), feeds)
+
+
+class _Callable:
+    __slots__ = ("handle", "order")
+
+    def __init__(self, handle, key):
+        self.handle = handle
+        self.order = {name: k for k, name in enumerate(key[0])}  # fetch name -> output index
+
+
+class PreparedRuns:
+    """The signatures prepared as callables in one TensorFlow session (see the module
+    docstring)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._ready = {}      # run key -> Event set when its preparation ended
+        self._callables = {}  # run key -> _Callable (absent: preparation failed or released)
+
+    def __contains__(self, key):
+        with self._lock:
+            return key in self._ready
+
+    def claim(self, key):
+        """True when ``key`` was not prepared or being prepared yet: the caller now prepares it
+        (:meth:`prepare`)."""
+        with self._lock:
+            if key in self._ready:
+                return False
+            self._ready[key] = threading.Event()
+            return True
+
+    def prepare(self, session, key):
+        """Hand TensorFlow ``session``'s graph (``ExtendSession``) and make the callable of
+        ``key`` (claimed). A failure is kept quiet: the run goes through ``Session.run``, which
+        reports it; the key is marked ready whatever happens (runs wait for it)."""
+        handle = None
+        try:
+            fetches, targets, feeds = key
+            options = config_pb2.CallableOptions()
+            options.feed.extend(feeds)
+            options.fetch.extend(fetches)
+            options.target.extend(targets)
+            session._extend_graph()
+            buffer = tf_session.TF_NewBufferFromString(options.SerializeToString())
+            try:
+                handle = tf_session.TF_SessionMakeCallable(session._session, buffer)
+            finally:
+                tf_session.TF_DeleteBuffer(buffer)
+        except Exception:  # reported by the run that needs it
+            handle = None
+        finally:
+            with self._lock:
+                if handle is not None:
+                    self._callables[key] = _Callable(handle, key)
+                self._ready[key].set()
+
+    def release(self, session, key):
+        """Free the callable of ``key`` (a signature that will not run on ``session``)."""
+        with self._lock:
+            event = self._ready.get(key)
+        if event is None:
+            return
+        event.wait()
+        with self._lock:
+            found = self._callables.pop(key, None)
+        if found is not None and session._session is not None and not session._closed:
+            tf_session.TF_SessionReleaseCallable(session._session, found.handle)
+
+    def prepared_count(self):
+        """How many callables are ready."""
+        with self._lock:
+            return len(self._callables)
+
+    def find(self, fetch_list, target_list, feed_dict):
+        """The function that runs this ``BaseSession._do_run`` request through its callable
+        (call it with the session, through ``_do_call``), or None when the run is not
+        prepared. Waits for a preparation under way."""
+        if not self._ready:
+            return None  # nothing prepared in this session: no names to compute
+        fetch_names = [t.name for t in fetch_list]
+        feeds = {ref.deref().name: value for ref, value in feed_dict.items()}
+        key = run_key(fetch_names, [op.name for op in target_list], feeds)
+        with self._lock:
+            event = self._ready.get(key)
+        if event is None:
+            return None
+        event.wait()
+        with self._lock:
+            found = self._callables.get(key)
+        if found is None or len(found.order) != len(fetch_names):
+            return None
+        args = [feeds[name] for name in key[2]]
+        positions = [found.order[name] for name in fetch_names]
+        handle = found.handle
+
+        def run(session):
+            session._extend_graph()  # as Session.run's own call does
+            values = tf_session.TF_SessionRunCallable(session._session, handle, args, None)
+            return [values[k] for k in positions]
+
+        return run
