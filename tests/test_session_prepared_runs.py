@@ -210,3 +210,26 @@ def test_a_preparation_that_fails_early_never_blocks_the_run(monkeypatch):
         assert prepared.prepared_count() == 0
         assert prepared.find([y], [], {x.ref(): feed()}) is None  # ready, not prepared
         prepared.release(sess, key)  # nothing to free, and no wait
+
+
+@pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
+def test_a_value_read_before_a_step_keeps_its_value(use_resource):
+    # A callable's result may alias a TF1 ref variable's buffer, which the step updates in
+    # place: the value fetched before the step must not change with it (Session.run copies).
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 4], name="x")
+        w = tf1.get_variable("w", [4, 3], initializer=tf1.ones_initializer(),
+                             use_resource=use_resource)
+        read = tf.identity(w, name="read")
+        loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+        train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss)
+        init = tf1.global_variables_initializer()
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        sess.run(init)
+        before = sess.run(read)
+        sess.run(train, {x: feed()})
+        after = sess.run(read)
+        assert sess._npu_direct._npu_prepared.prepared_count() == 3
+    np.testing.assert_array_equal(before, np.ones((4, 3), np.float32))
+    assert not np.array_equal(before, after)

@@ -22,6 +22,7 @@ NpuSession on the graph (:mod:`npu_adapter.session.reuse`) carries its :class:`P
 
 import threading
 
+import numpy as np
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.client import pywrap_tf_session as tf_session
 
@@ -34,6 +35,15 @@ def run_key(fetches, targets, feeds):
     feeds = tuple(sorted(set(feeds)))
     fed = set(feeds)
     return (tuple(sorted(set(fetches) - fed)), tuple(sorted(set(targets))), feeds)
+
+
+def _owned(value):
+    """``value`` as an array that owns its data. A callable's results may alias TensorFlow's
+    buffers, a TF1 ref variable's among them (read through an ``Identity``), which a later run
+    updates in place; ``Session.run`` hands back a copy of such a tensor, and so does this."""
+    if isinstance(value, np.ndarray) and not value.flags.owndata:
+        return value.copy()
+    return value
 
 
 class _Callable:
@@ -133,6 +143,6 @@ class PreparedRuns:
         def run(session):
             session._extend_graph()  # as Session.run's own call does
             values = tf_session.TF_SessionRunCallable(session._session, handle, args, None)
-            return [values[k] for k in positions]
+            return [_owned(values[k]) for k in positions]
 
         return run
