@@ -233,3 +233,42 @@ def test_a_value_read_before_a_step_keeps_its_value(use_resource):
         assert sess._npu_direct._npu_prepared.prepared_count() == 3
     np.testing.assert_array_equal(before, np.ones((4, 3), np.float32))
     assert not np.array_equal(before, after)
+
+
+def test_a_signature_that_takes_the_shadow_frees_its_callable(calls):
+    graph, x, _, y = frozen_graph()
+    w = graph.get_tensor_by_name("w:0")
+    value = feed(rows=3)
+    # Gears that pad the batch up keep an in-graph dispatcher: the signature that feeds x runs
+    # in the shadow; one that reads the weights alone runs on the user's graph.
+    gears = {"input_shape": "x:-1,4", "dynamic_dims": "3;4", "dynamic_node_type": 1,
+             "npu_adapter_gear_policy": "pad_up"}
+    with PlainSession(graph=graph) as plain:
+        want_w, want_y = plain.run(w), plain.run(y, {x: value})
+    calls.update(dict.fromkeys(calls, 0))
+    with NpuSession(graph=graph, config=npu_config(**gears)) as sess:
+        got_w = sess.run(w)
+        got_y = sess.run(y, {x: value})
+        direct = sess._npu_direct
+        assert direct._npu_prepared.prepared_count() == 1  # the weights' signature only
+        again = sess.run(w)
+    assert calls["make"] == 2 and calls["release"] == 1
+    np.testing.assert_array_equal(got_w, want_w)
+    np.testing.assert_array_equal(again, want_w)
+    np.testing.assert_allclose(got_y, want_y, rtol=1e-6)
+
+
+def test_large_graphs_are_not_prepared(calls, monkeypatch):
+    from npu_adapter.session import core
+
+    graph, x, _, y = frozen_graph()
+    assert core._constant_bytes(graph) == 4 * 3 * 4 + 4  # w and the 2.0: elements times size
+    monkeypatch.setattr(core, "PREPARE_MAX_CONSTANT_BYTES", 4 * 3 * 4 + 3)
+    with PlainSession(graph=graph) as plain:
+        want = plain.run(y, {x: feed()})
+    calls.update(dict.fromkeys(calls, 0))
+    with NpuSession(graph=graph, config=npu_config()) as sess:
+        got = sess.run(y, {x: feed()})
+        assert sess._npu_direct._npu_prepared.prepared_count() == 0
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert calls["make"] == 0 and calls["session_run"] == 1

@@ -109,9 +109,15 @@ def _inlined(graph_def, clusters):
     return inline_calls(graph_def, lambda call, fdef: call.name in clusters, body_names=True)
 
 
-def _constant_bytes(graph_def):
-    """How many bytes the ``Const`` nodes of ``graph_def`` hold (their serialized size)."""
-    return sum(node.ByteSize() for node in graph_def.node if node.op == "Const")
+def _constant_bytes(graph):
+    """About how many bytes the ``Const`` ops of ``graph`` (a ``tf.Graph``) hold: elements times
+    their size, from the ops' output shapes (no serialisation; a string counts 8 bytes)."""
+    total = 0
+    for op in graph.get_operations():
+        if op.type == "Const":
+            out = op.outputs[0]
+            total += (out.shape.num_elements() or 0) * (out.dtype.size or 8)
+    return total
 
 
 def _installed_form(light, result, user_nodes, maps, shapes_checked=False):
@@ -770,10 +776,11 @@ class _NpuSessionMixin:
         signature.loop = loop_target(ops, config)
         inline = self._npu_backend.inlines_calls_at_install and self._npu_dump is None and \
             signature.loop is None
-        graph_def, user_nodes = shadow.user_graph_def()
-        if inline and self._npu_direct_allowed() and shadow.user_graph_fact(
+        # Prepared first: TensorFlow's part runs while the user's graph is read and rewritten.
+        if inline and self._npu_direct_allowed() and shadow.user_graph_op_fact(
                 "constant_bytes", _constant_bytes) <= PREPARE_MAX_CONSTANT_BYTES:
             self._npu_prepare_direct_session(signature.names)
+        graph_def, user_nodes = shadow.user_graph_def()
         # The proof that the installed form is the user's own nodes depends only on what the
         # rewrite's cache key covers: it is derived once and cached with the result (a fresh
         # process with a warm disk cache skips the inlining and the proof).

@@ -196,6 +196,21 @@ class ShadowGraph:
                 cached = self._facts[name] = (stamp, compute(graph_def))
             return cached[1]
 
+    def user_graph_op_fact(self, name, compute):
+        """``compute(tf.Graph)`` of the user's graph as it is now, once per graph version, for
+        facts its operations tell without serialising the graph (kept apart from
+        :meth:`user_graph_fact`'s under ``name``)."""
+        user_graph = self._user()
+        if user_graph is None:
+            raise RuntimeError("the session's graph no longer exists")
+        stamp = _graph_stamp(user_graph)
+        key = ("ops", name)
+        with self.lock:
+            cached = self._facts.get(key)
+            if cached is None or cached[0] != stamp:
+                cached = self._facts[key] = (stamp, compute(user_graph))
+            return cached[1]
+
     def graph_num(self, user_graph_def):
         """A fresh ``N`` for ``GeOp<N>_<k>`` names: unique in this shadow and not the prefix of
         a function or node of the user's graph (a graph loaded from a rewritten model may
