@@ -55,7 +55,7 @@ from npu_adapter.session.direct import (
     resolves_to_user_graph,
 )
 from npu_adapter.session.loop import install_loop, loop_target
-from npu_adapter.session.prepared_runs import PreparedRuns, run_key
+from npu_adapter.session.prepared_runs import PreparedRuns, in_background, run_key
 from npu_adapter.session.reuse import closed_handle, release_handle
 from npu_adapter.session.shadow import ShadowGraph
 from npu_adapter.vocabulary import NPU_SYSTEM_OP_ATTR
@@ -561,17 +561,13 @@ class _NpuSessionMixin:
                 if session._npu_prepared.claim(key):
                     session._npu_prepared.prepare(session, key)
 
-        # Not a daemon: an exiting interpreter waits for TensorFlow's work to finish.
-        thread = threading.Thread(target=prepare, daemon=False,
-                                  name="npu-adapter-direct-session")
-        self.__dict__.setdefault("_npu_preparing", []).append(thread)
-        thread.start()
+        self.__dict__.setdefault("_npu_preparing", []).append(in_background(prepare))
 
     def _npu_wait_prepared(self):
-        """Wait for the threads of :meth:`_npu_prepare_direct_session`."""
-        threads = self.__dict__.pop("_npu_preparing", None)
-        for thread in threads or ():
-            thread.join()
+        """Wait for what :meth:`_npu_prepare_direct_session` handed the preparing thread."""
+        futures = self.__dict__.pop("_npu_preparing", None)
+        for future in futures or ():
+            future.result()  # (prepare() raises nothing)
 
     def _npu_release_unused_direct(self, names):
         """A signature (``names``) runs on the shadow: free what was prepared for it on the
