@@ -272,3 +272,23 @@ def test_large_graphs_are_not_prepared(calls, monkeypatch):
         assert sess._npu_direct._npu_prepared.prepared_count() == 0
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert calls["make"] == 0 and calls["session_run"] == 1
+
+
+def test_a_forked_child_prepares_on_its_own_thread():
+    import multiprocessing
+
+    prepared_runs.in_background(lambda: None).result()  # the parent's thread exists
+
+    def child(queue):
+        done = prepared_runs.in_background(lambda: "prepared in the child")
+        queue.put(done.result(timeout=30))
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    process = context.Process(target=child, args=(queue,))
+    process.start()
+    try:
+        assert queue.get(timeout=60) == "prepared in the child"
+    finally:
+        process.join(60)
+    assert process.exitcode == 0

@@ -21,6 +21,7 @@ NpuSession on the graph (:mod:`npu_adapter.session.reuse`) carries its :class:`P
 """
 
 import concurrent.futures
+import os
 import threading
 
 import numpy as np
@@ -30,10 +31,19 @@ from tensorflow.python.client import pywrap_tf_session as tf_session
 __all__ = ["PreparedRuns", "in_background", "run_key"]
 
 
-_WORKER = {"pool": None}
-_WORKER_LOCK = threading.Lock()
+_WORKER = {"pool": None, "lock": threading.Lock()}
 # How long a submission waits for the preparing thread to start on it (see in_background).
 _HANDOFF_SECONDS = 0.005
+
+
+def _forget_worker():
+    """A forked child has no preparing thread (only the thread that forked survives a fork):
+    it makes its own on first use instead of queueing work for a thread that does not exist."""
+    _WORKER["pool"] = None
+    _WORKER["lock"] = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_worker)
 
 
 def in_background(work):
@@ -47,7 +57,7 @@ def in_background(work):
     then waits (at most 5 ms) for the thread to start on ``work``: a waiting thread otherwise
     gets the GIL only at the caller's next switch interval, while the caller rewrites in Python
     (measured: the preparation started ~5 ms late, per signature)."""
-    with _WORKER_LOCK:
+    with _WORKER["lock"]:
         if _WORKER["pool"] is None:
             _WORKER["pool"] = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="npu-adapter-prepare")
@@ -56,7 +66,7 @@ def in_background(work):
 
     def task():
         started.set()
-        work()
+        return work()
 
     future = pool.submit(task)
     started.wait(_HANDOFF_SECONDS)  # releases the GIL to the thread that starts it
