@@ -308,7 +308,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     if placement is None or list(placement) != client_names:
         placement = placement_from_graph(annotated, client_names)
     clusters = clusters_from_graph(final, ctx.node_ops(final))
-    present = {node.name for node in final.node}
+    present = set(ctx.node_names(final))
     tensor_map, op_map = _maps(present, clusters, client_names, report_fetches, targets,
                                feed_map)
     # The user's fetched, fed and target names stay valid in the rewritten graph (aliases).

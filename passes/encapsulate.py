@@ -210,7 +210,9 @@ class EncapsulatePass(PassBase):
         reads_cluster.update(d for i in cluster_of for d in control_out[i])
         emitted = set()
         ops = view.ops
-        out_ops = []  # the op of every node written, for the next passes (PassContext facts)
+        # The op and the name of every node written, for the next passes (PassContext facts).
+        out_ops = []
+        out_names = []
         for i, node in enumerate(nodes):
             if empty_at and i in empty_at:
                 for cname in empty_at[i]:
@@ -218,6 +220,7 @@ class EncapsulatePass(PassBase):
                         self._geop_node(view, clusters, cname, cluster_of, graph_config,
                                         option_attrs))
                     out_ops.append(GEOP_OP)
+                    out_names.append(cname)
             cname = cluster_of.get(i)
             if cname is not None:
                 if cname not in emitted:
@@ -226,8 +229,10 @@ class EncapsulatePass(PassBase):
                         self._geop_node(view, clusters, cname, cluster_of, graph_config,
                                         option_attrs))
                     out_ops.append(GEOP_OP)
+                    out_names.append(cname)
                 continue
             out_ops.append(ops[i])
+            out_names.append(names[i])
             copy = out.node.add()
             copy.CopyFrom(node)
             for key in (PLACEMENT_ATTR, CLUSTER_ATTR):
@@ -244,6 +249,7 @@ class EncapsulatePass(PassBase):
                 self._function_def(view, clusters[cname], cluster_of))
         facts = ctx.graph_facts(out)
         facts["ops"] = out_ops
+        facts["names"] = out_names
         # The annotations left the nodes copied above and the cluster bodies; functions of the
         # input library are copied as they are.
         facts["annotation_free"] = not any(

@@ -379,9 +379,12 @@ class _RecordsFacts(PassBase):
         out = _with_node(graph_def, "added")
         facts = ctx.graph_facts(out)
         facts["ops"] = [node.op for node in out.node]
+        facts["names"] = [node.name for node in out.node]
         facts["annotation_free"] = True
         if self.wrong == "ops":
             facts["ops"] = facts["ops"][:-1]
+        elif self.wrong == "names":
+            facts["names"] = facts["names"][::-1]
         elif self.wrong == "annotation_free":
             out.node[0].attr[PLACEMENT_ATTR].s = b"host:unsupported_op"
         return PassResult(out, True)
@@ -391,15 +394,18 @@ def test_facts_a_pass_records_are_shortcuts_the_next_pass_may_take():
     ctx = PassContext()
     result = PassManager([_RecordsFacts()], [FactsInstrument()]).run(_graph(), ctx)
     assert ctx.node_ops(result.graph_def) == ["Placeholder", "Abs", "Placeholder"]
+    assert ctx.node_names(result.graph_def) == [n.name for n in result.graph_def.node]
     assert ctx.known_facts(result.graph_def)["annotation_free"] is True
     assert ctx.known_facts(_graph()) is None  # facts belong to one graph object
     # A graph nobody described: its op types are read once and kept.
     other = _graph()
     assert ctx.node_ops(other) == ["Placeholder", "Abs"] and ctx.known_facts(other) == {
         "ops": ["Placeholder", "Abs"]}
+    assert ctx.node_names(other) == [n.name for n in other.node]
+    assert ctx.known_facts(other)["names"] == ctx.node_names(other)
 
 
-@pytest.mark.parametrize("wrong", ["ops", "annotation_free"])
+@pytest.mark.parametrize("wrong", ["ops", "names", "annotation_free"])
 def test_the_facts_instrument_catches_facts_the_graph_contradicts(wrong):
     with pytest.raises(GraphInvariantError, match=f"'records_facts' recorded facts.*{wrong}"):
         PassManager([_RecordsFacts(wrong)], [FactsInstrument()]).run(_graph())

@@ -91,11 +91,11 @@ class PassContext:
 
     def graph_facts(self, graph_def):
         """A dict of facts about ``graph_def`` (this very object) that the pass which wrote it
-        recorded, for the next passes: ``"ops"``, the op type of every node in order, and
-        ``"annotation_free"``, True when no node or function body carries a placement
-        annotation (what ``finalize`` removes). Empty for a graph nobody described; facts
-        are only ever a shortcut for what the graph itself says (keeps the three most recent
-        graphs)."""
+        recorded, for the next passes: ``"ops"``, the op type of every node in order,
+        ``"names"``, the name of every node in order, and ``"annotation_free"``, True when no
+        node or function body carries a placement annotation (what ``finalize`` removes).
+        Empty for a graph nobody described; facts are only ever a shortcut for what the graph
+        itself says (keeps the three most recent graphs)."""
         facts = self.known_facts(graph_def)
         if facts is None:
             facts = {}
@@ -116,6 +116,17 @@ class PassContext:
             ops = facts["ops"] = view.ops if view is not None \
                 else [node.op for node in graph_def.node]
         return ops
+
+    def node_names(self, graph_def):
+        """The name of every node of ``graph_def``, in order: from the recorded facts or a
+        registered view when there is one, else read once from the NodeDefs and recorded."""
+        facts = self.graph_facts(graph_def)
+        names = facts.get("names")
+        if names is None:
+            view = self.cached_view(graph_def)
+            names = facts["names"] = view.names if view is not None \
+                else [node.name for node in graph_def.node]
+        return names
 
     def get_config(self):
         """The NpuConfig, building a default one (NpuOptimizer present) when none was given."""

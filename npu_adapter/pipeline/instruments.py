@@ -135,6 +135,8 @@ class FactsInstrument(PassInstrument):
         wrong = []
         if "ops" in facts and list(facts["ops"]) != [node.op for node in out.node]:
             wrong.append("ops")
+        if "names" in facts and list(facts["names"]) != [node.name for node in out.node]:
+            wrong.append("names")
         if facts.get("annotation_free") and (
                 any(PLACEMENT_ATTR in node.attr for node in out.node)
                 or any(PLACEMENT_ATTR in node.attr for f in out.library.function

@@ -90,6 +90,8 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
         known = ctx.known_facts(graph_def) or {}
         facts = ctx.graph_facts(out)
         facts["ops"] = [call_op if op == GEOP_OP else op for op in ops]
+        if "names" in known:
+            facts["names"] = known["names"]  # every node keeps its name
         if known.get("annotation_free"):
             facts["annotation_free"] = True  # the calls carry what the GeOps carried
     return out
