@@ -544,10 +544,11 @@ class _NpuSessionMixin:
         return session
 
     def _npu_prepare_direct_session(self, names):
-        """Prepare the signature ``names`` on the direct session in a thread while this one
-        rewrites it: open the session, hand TensorFlow the user's graph (``ExtendSession``) and
-        make the signature's callable (:mod:`npu_adapter.session.prepared_runs`). Neither runs
-        anything; a failure shows again where the run needs it. (TensorFlow works without the
+        """Prepare the signature ``names`` on the direct session, on the process's preparing
+        thread, while this thread rewrites it: open the session, hand TensorFlow the user's
+        graph (``ExtendSession``) and make the signature's callable
+        (:mod:`npu_adapter.session.prepared_runs`). Neither runs anything; a failure shows
+        again where the run needs it. (TensorFlow works without the
         GIL: on a frozen MobileNetV2 most of the 35-40 ms its copy of the graph takes overlaps
         the rewrite, on LeNet training the 15-20 ms per signature of its executors; see
         PREPARE_MAX_CONSTANT_BYTES for larger graphs.)"""
