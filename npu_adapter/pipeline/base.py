@@ -109,24 +109,21 @@ class PassContext:
     def node_ops(self, graph_def):
         """The op type of every node of ``graph_def``, in order: from the recorded facts or a
         registered view when there is one, else read once from the NodeDefs and recorded."""
-        facts = self.graph_facts(graph_def)
-        ops = facts.get("ops")
-        if ops is None:
-            view = self.cached_view(graph_def)
-            ops = facts["ops"] = view.ops if view is not None \
-                else [node.op for node in graph_def.node]
-        return ops
+        return self._node_fact(graph_def, "ops", "op")
 
     def node_names(self, graph_def):
-        """The name of every node of ``graph_def``, in order: from the recorded facts or a
-        registered view when there is one, else read once from the NodeDefs and recorded."""
+        """The name of every node of ``graph_def``, in order (as :meth:`node_ops`)."""
+        return self._node_fact(graph_def, "names", "name")
+
+    def _node_fact(self, graph_def, fact, field):
+        """The fact ``fact`` (the view's list of the same name), each node's ``field``."""
         facts = self.graph_facts(graph_def)
-        names = facts.get("names")
-        if names is None:
+        values = facts.get(fact)
+        if values is None:
             view = self.cached_view(graph_def)
-            names = facts["names"] = view.names if view is not None \
-                else [node.name for node in graph_def.node]
-        return names
+            values = facts[fact] = getattr(view, fact) if view is not None \
+                else [getattr(node, field) for node in graph_def.node]
+        return values
 
     def get_config(self):
         """The NpuConfig, building a default one (NpuOptimizer present) when none was given."""

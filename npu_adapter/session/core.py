@@ -611,6 +611,7 @@ class _NpuSessionMixin:
         # the shadow, and so its pool, must not keep the graph alive).
         handle, session._session = session._session, None
         session._closed = True
+        session._npu_prepared.forget_plans()
         self._npu_shadow.reuse.give(key, handle, "user", session._npu_prepared)
 
     def _npu_state_on(self, home):

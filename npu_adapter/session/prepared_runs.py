@@ -32,6 +32,8 @@ __all__ = ["PreparedRuns", "in_background", "run_key"]
 
 
 _WORKER = {"pool": None, "lock": threading.Lock()}
+# Plans of runs kept per session (see PreparedRuns.find); more are kept by starting again.
+_MAX_PLANS = 256
 # How long a submission waits for the preparing thread to start on it (see in_background).
 _HANDOFF_SECONDS = 0.005
 
@@ -106,6 +108,10 @@ class PreparedRuns:
         self._lock = threading.Lock()
         self._ready = {}      # run key -> Event set when its preparation ended
         self._callables = {}  # run key -> _Callable (absent: preparation failed or released)
+        # The plans of runs found, by the identity of their fetched tensors, targets and fed
+        # tensors (each plan holds them, so the identities stay theirs): a step's later runs
+        # skip the names and the key.
+        self._plans = {}
 
     def __contains__(self, key):
         with self._lock:
@@ -154,8 +160,15 @@ class PreparedRuns:
         event.wait()
         with self._lock:
             found = self._callables.pop(key, None)
+            self._plans.clear()
         if found is not None and session._session is not None and not session._closed:
             tf_session.TF_SessionReleaseCallable(session._session, found.handle)
+
+    def forget_plans(self):
+        """Drop the plans of runs found (they hold the graph's tensors): before the callables
+        are kept idle with their TensorFlow session, which must not keep the graph alive."""
+        with self._lock:
+            self._plans.clear()
 
     def prepared_count(self):
         """How many callables are ready."""
@@ -168,9 +181,34 @@ class PreparedRuns:
         prepared. Waits for a preparation under way."""
         if not self._ready:
             return None  # nothing prepared in this session: no names to compute
+        fed = [ref.deref() for ref in feed_dict]
+        identity = (tuple(map(id, fetch_list)), tuple(map(id, target_list)), tuple(map(id, fed)))
+        plan = self._plans.get(identity)
+        if plan is None:
+            plan = self._plan(fetch_list, target_list, fed)
+            if plan is None:
+                return None
+            with self._lock:
+                if len(self._plans) >= _MAX_PLANS:
+                    self._plans.clear()
+                self._plans[identity] = plan
+        _, handle, arg_order, positions = plan
+        values = list(feed_dict.values())
+        args = [values[k] for k in arg_order]
+
+        def run(session):
+            session._extend_graph()  # as Session.run's own call does
+            results = tf_session.TF_SessionRunCallable(session._session, handle, args, None)
+            return [_owned(results[k]) for k in positions]
+
+        return run
+
+    def _plan(self, fetch_list, target_list, fed):
+        """``(the run's objects, callable handle, feed order, output positions)`` of a
+        prepared run, or None."""
         fetch_names = [t.name for t in fetch_list]
-        feeds = {ref.deref().name: value for ref, value in feed_dict.items()}
-        key = run_key(fetch_names, [op.name for op in target_list], feeds)
+        feed_names = [t.name for t in fed]
+        key = run_key(fetch_names, [op.name for op in target_list], feed_names)
         with self._lock:
             event = self._ready.get(key)
         if event is None:
@@ -180,13 +218,7 @@ class PreparedRuns:
             found = self._callables.get(key)
         if found is None or len(found.order) != len(fetch_names):
             return None
-        args = [feeds[name] for name in key[2]]
-        positions = [found.order[name] for name in fetch_names]
-        handle = found.handle
-
-        def run(session):
-            session._extend_graph()  # as Session.run's own call does
-            values = tf_session.TF_SessionRunCallable(session._session, handle, args, None)
-            return [_owned(values[k]) for k in positions]
-
-        return run
+        feed_at = {name: k for k, name in enumerate(feed_names)}
+        objects = (tuple(fetch_list), tuple(target_list), tuple(fed))
+        return (objects, found.handle, [feed_at[name] for name in key[2]],
+                [found.order[name] for name in fetch_names])
