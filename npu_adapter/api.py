@@ -26,10 +26,10 @@ from npu_adapter.pipeline.instruments import (
     VerifyInstrument,
 )
 from npu_adapter.pipeline.result import (
+    PlacementParts,
     RewriteResult,
     clusters_from_graph,
     placement_from_graph,
-    placement_from_view,
 )
 
 __all__ = ["rewrite", "as_npu_config"]
@@ -301,11 +301,12 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     client_names = list(view.names) if view is not None and view.graph_def is work \
         else [n.name for n in work.node]
     report_fetches = fetches or _sink_fetches(GraphView(work))[0]
-    placement = None
+    placement = placement_parts = None
     annotated_view = ctx.cached_view(annotated) if annotated is not final else None
-    if annotated_view is not None:
-        placement = placement_from_view(annotated_view)
-    if placement is None or list(placement) != client_names:
+    if annotated_view is not None and annotated_view.names == client_names:
+        # The dict is built when the result's placement is first read (sessions never do).
+        placement_parts = PlacementParts.from_view(annotated_view)
+    if placement_parts is None:
         placement = placement_from_graph(annotated, client_names)
     clusters = clusters_from_graph(final, ctx.node_ops(final))
     present = set(ctx.node_names(final))
@@ -336,6 +337,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         pass_info={name: result.info for name, result in outcome.results},
         aliases=aliases,
     )
+    if placement_parts is not None:
+        result.with_lazy_placement(placement_parts)
     if lazy:
         result.with_light_graph(final, payloads)
         light = final  # the cache copies it

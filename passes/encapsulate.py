@@ -40,7 +40,7 @@ byte-identical across runs.
 """
 
 
-from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
+from tensorflow.core.framework import graph_pb2
 
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.names import function_arg_name, parse_input, unique_name
@@ -216,18 +216,16 @@ class EncapsulatePass(PassBase):
         for i, node in enumerate(nodes):
             if empty_at and i in empty_at:
                 for cname in empty_at[i]:
-                    out.node.add().CopyFrom(
-                        self._geop_node(view, clusters, cname, cluster_of, graph_config,
-                                        option_attrs))
+                    self._geop_node(view, clusters, cname, cluster_of, graph_config,
+                                    option_attrs, out.node.add())
                     out_ops.append(GEOP_OP)
                     out_names.append(cname)
             cname = cluster_of.get(i)
             if cname is not None:
                 if cname not in emitted:
                     emitted.add(cname)
-                    out.node.add().CopyFrom(
-                        self._geop_node(view, clusters, cname, cluster_of, graph_config,
-                                        option_attrs))
+                    self._geop_node(view, clusters, cname, cluster_of, graph_config,
+                                    option_attrs, out.node.add())
                     out_ops.append(GEOP_OP)
                     out_names.append(cname)
                 continue
@@ -245,8 +243,8 @@ class EncapsulatePass(PassBase):
             if "_class" in copy.attr:
                 _drop_stale_colocation(copy, remaining_names)
         for cname in order:
-            out.library.function.add().CopyFrom(
-                self._function_def(view, clusters[cname], cluster_of))
+            # Built in place: a FunctionDef built apart would be copied whole into the library.
+            self._function_def(view, clusters[cname], cluster_of, out.library.function.add())
         facts = ctx.graph_facts(out)
         facts["ops"] = out_ops
         facts["names"] = out_names
@@ -512,10 +510,10 @@ class EncapsulatePass(PassBase):
                     cluster.control_outputs.append(i)
 
     # ------------------------------------------------------------------ building
-    def _geop_node(self, view, clusters, cname, cluster_of, graph_config, option_attrs):
+    def _geop_node(self, view, clusters, cname, cluster_of, graph_config, option_attrs, node):
+        """Fill ``node`` (a new, empty NodeDef) as the cluster's node."""
         nodes = view.nodes
         cluster = clusters[cname]
-        node = node_def_pb2.NodeDef()
         node.name = cluster.name
         node.op = GEOP_OP
         for src, port in cluster.inputs:
@@ -596,9 +594,9 @@ class EncapsulatePass(PassBase):
             del copy.input[:]
             copy.input.extend(inputs + controls)
 
-    def _function_def(self, view, cluster, cluster_of):
+    def _function_def(self, view, cluster, cluster_of, fdef):
+        """Fill ``fdef`` (a new, empty FunctionDef) as the cluster's function."""
         nodes = view.nodes
-        fdef = function_pb2.FunctionDef()
         fdef.signature.name = cluster.name
         fdef.signature.is_stateful = True
         arg_names = set()

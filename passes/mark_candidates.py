@@ -40,7 +40,7 @@ _RESOURCE_TYPES = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_RESOURCE + REF_
 
 
 def _graph_level_reason(view):
-    ops = {n.op for n in view.nodes}
+    ops = set(view.ops)
     if "OutfeedDequeueOp" in ops:
         return "outfeed_graph"
     if any("MakeIterator" in op for op in ops) and ops.intersection(_ITERATOR_OPS):

@@ -29,8 +29,8 @@ from npu_adapter.vocabulary import (
     PRECISION_CAST_MARK,
 )
 
-__all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph",
-           "placement_from_view"]
+__all__ = ["ClusterInfo", "PlacementParts", "RewriteResult", "clusters_from_graph",
+           "placement_from_graph", "placement_from_view"]
 
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
@@ -201,34 +201,67 @@ def placement_from_view(view, default_reason="not_rewritten"):
     """Placement of every node of a clustered (pre-``encapsulate``) graph from the placements
     and cluster names the ``cluster`` pass left in ``view``'s cache; None when they are not
     there (then parse the attributes with :func:`placement_from_graph`)."""
-    graph_def = view.graph_def
-    placements = view.cache.get(("placements", id(graph_def)))
-    clusters = view.cache.get(("clusters", id(graph_def)))
-    if placements is None or clusters is None or placements[0] is not graph_def \
-            or clusters[0] is not graph_def:
-        return None
-    _, candidate, reasons = placements
-    names = clusters[1]
-    outside, copies = (clusters[2], clusters[3]) if len(clusters) == 4 else ({}, {})
-    nodes = view.nodes
-    names_of = view.names
-    special = set(outside) | set(copies)  # entries with what runs where besides the placement
-    cluster_of = names.get
-    reason_of = reasons.get
-    result = {}
-    for i, node in enumerate(nodes):
-        cluster = cluster_of(i)
-        device = DEVICE_NPU if cluster is not None else DEVICE_HOST
-        if special and i in special:
-            entry = _entry(device, cluster, reason_of(i, default_reason), outside.get(i),
-                           copies.get(i))
-        else:
-            entry = {"device": device, "cluster": cluster,
-                     "reason": reason_of(i, default_reason), "executes": device}
-        if KEEP_DTYPE_ATTR in node.attr:
-            entry["keep_dtype"] = True
-        result[names_of[i]] = entry
-    return result
+    parts = PlacementParts.from_view(view, default_reason)
+    return parts.build() if parts is not None else None
+
+
+class PlacementParts:
+    """What :func:`placement_from_view` builds its dict from, taken from the view without
+    building it: the node names and the lists and dicts the passes left in the view's cache
+    (shared, not copied), and the nodes with a ``keep_dtype`` mark (the only part that reads
+    the NodeDefs, so it is taken now: the graph is not kept). :meth:`build` makes the dict.
+
+    A result holds these instead of the dict until its ``placement`` is read (a session never
+    reads it): at 100k nodes the dict of per-node dicts costs about a tenth of a second and
+    several times the memory of its parts.
+    """
+
+    __slots__ = ("names", "reasons", "cluster_of", "outside", "copies", "keep",
+                 "default_reason")
+
+    @classmethod
+    def from_view(cls, view, default_reason="not_rewritten"):
+        """The parts for ``view`` (a clustered, pre-``encapsulate`` graph), or None when its
+        cache does not hold the cluster pass's placements."""
+        graph_def = view.graph_def
+        placements = view.cache.get(("placements", id(graph_def)))
+        clusters = view.cache.get(("clusters", id(graph_def)))
+        if placements is None or clusters is None or placements[0] is not graph_def \
+                or clusters[0] is not graph_def:
+            return None
+        parts = cls()
+        parts.names = view.names
+        parts.reasons = placements[2]
+        parts.cluster_of = clusters[1]
+        parts.outside, parts.copies = (clusters[2], clusters[3]) if len(clusters) == 4 \
+            else ({}, {})
+        parts.keep = [i for i, node in enumerate(view.nodes) if KEEP_DTYPE_ATTR in node.attr]
+        parts.default_reason = default_reason
+        return parts
+
+    def build(self):
+        """The placement dict (see ``RewriteResult.placement``)."""
+        names = self.cluster_of
+        outside, copies = self.outside, self.copies
+        special = set(outside) | set(copies)  # entries with what runs where, besides placement
+        cluster_of = names.get
+        reason_of = self.reasons.get
+        default_reason = self.default_reason
+        keep = set(self.keep)
+        result = {}
+        for i, name in enumerate(self.names):
+            cluster = cluster_of(i)
+            device = DEVICE_NPU if cluster is not None else DEVICE_HOST
+            if special and i in special:
+                entry = _entry(device, cluster, reason_of(i, default_reason), outside.get(i),
+                               copies.get(i))
+            else:
+                entry = {"device": device, "cluster": cluster,
+                         "reason": reason_of(i, default_reason), "executes": device}
+            if keep and i in keep:
+                entry["keep_dtype"] = True
+            result[name] = entry
+        return result
 
 
 def placement_from_graph(graph_def, original_names, default_reason="not_rewritten"):
@@ -334,6 +367,13 @@ class RewriteResult:
         self.__dict__["_graph_def"] = None
         return self
 
+    def with_lazy_placement(self, parts):
+        """Build ``placement`` from ``parts`` (a :class:`PlacementParts`) when it is first
+        read, instead of now. Returns ``self``."""
+        self.__dict__["_placement_parts"] = parts
+        self.__dict__["_placement"] = None
+        return self
+
     def light_parts(self):
         """``(graph, payloads)``: the light graph and the store of its weights while the full
         graph was not asked for, else ``(graph_def, None)``."""
@@ -386,6 +426,21 @@ def _set_graph_def(self, graph_def):
     self.__dict__["_light"] = None
 
 
-# ``graph_def`` stays a dataclass field (constructor argument, comparison, repr) whose value may
-# be restored on first access: the property stands in for the plain attribute.
+def _get_placement(self):
+    parts = self.__dict__.get("_placement_parts")
+    if parts is not None:
+        self.__dict__["_placement"] = parts.build()
+        self.__dict__["_placement_parts"] = None
+    return self.__dict__["_placement"]
+
+
+def _set_placement(self, placement):
+    self.__dict__["_placement"] = placement
+    self.__dict__["_placement_parts"] = None
+
+
+# ``graph_def`` and ``placement`` stay dataclass fields (constructor argument, comparison, repr)
+# whose value may be made on first access: each property stands in for the plain attribute.
 RewriteResult.graph_def = property(_get_graph_def, _set_graph_def, doc="The rewritten GraphDef.")
+RewriteResult.placement = property(_get_placement, _set_placement,
+                                   doc="Node name → placement entry (built on first read).")
