@@ -283,7 +283,9 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     all_instruments = [timing, capture, *checks, *instruments, *dump_instruments]
     manager = passes_pkg.PassManager.from_pipeline(pipeline or passes_pkg.DEFAULT_PIPELINE,
                                                    all_instruments)
-    outcome = manager.run(work, ctx)
+    # An extracted client graph is this call's own copy: the first pass may annotate it in
+    # place (see PassContext.may_edit).
+    outcome = manager.run(work, ctx, owned=work is not graph_def)
     final = outcome.graph_def
     light = None
     lazy = lazy_weights and payloads is not None

@@ -44,11 +44,11 @@ def remember_placements(view, candidate, reasons):
                                                       dict(reasons))
 
 
-def write_placements(graph_def, candidate, reasons):
+def write_placements(graph_def, candidate, reasons, in_place=False):
     """Annotate every node of ``graph_def`` with its placement.
 
     Returns ``(graph_def_out, modified)``: the input object itself when every annotation was
-    already as requested, else an edited copy.
+    already as requested, else an edited copy (with ``in_place``, the input edited).
     """
     encoded = {}  # the few distinct "<device>:<reason>" values, encoded once
     patches = {}  # the same values as serialized NodeDefs holding only that annotation
@@ -83,7 +83,7 @@ def write_placements(graph_def, candidate, reasons):
             break
     if not changed:
         return graph_def, False
-    out = copy_graph(graph_def)
+    out = graph_def if in_place else copy_graph(graph_def)
     # Merging a serialized map entry replaces the attr as an assignment would (an AttrValue
     # holds one value of its oneof), and costs about half as much from Python.
     for node, text in zip(out.node, wanted):
@@ -94,7 +94,12 @@ def write_placements(graph_def, candidate, reasons):
 def publish_placements(ctx, view, graph_def, candidate, reasons):
     """Write the placements into ``graph_def`` and hand the next pass a ready view of the result
     (same structure, annotations already parsed). Returns ``(graph_def_out, modified)``."""
-    out, modified = write_placements(graph_def, candidate, reasons)
+    in_place = ctx.may_edit(graph_def)
+    out, modified = write_placements(graph_def, candidate, reasons, in_place)
+    if in_place and modified:
+        facts = ctx.known_facts(out)
+        if facts is not None:
+            facts.pop("annotation_free", None)  # the nodes are annotated now
     if modified:
         out_view = view.rebind(out)
         ctx.register_view(out, out_view)

@@ -553,7 +553,10 @@ class ClusterPass(PassBase):
             raise RewriteError("clustering did not converge", code="Internal")
 
         clusters.sort(key=lambda members: members[0])
-        out = copy_graph(graph_def)
+        # In place when the run owns the input, except over a stale clustering (whether the
+        # output differs is then found by comparing it with the input).
+        in_place = ctx.may_edit(graph_def) and not stale
+        out = graph_def if in_place else copy_graph(graph_def)
         names = {}
         for k, members in enumerate(clusters):
             name = cluster_name(ctx.graph_num, k)

@@ -24,6 +24,7 @@ class LowerPass(PassBase):
         if GEOP_OP not in ops:
             return PassResult(graph_def, False, {"clusters": 0})
         backend = ctx.get_backend()
-        clusters = clusters_from_graph(graph_def, ops)
+        count = ops.count(GEOP_OP)
+        clusters = clusters_from_graph(graph_def, ops) if backend.lower_reads_clusters else None
         out = backend.lower(graph_def, clusters, ctx)
-        return PassResult(out, True, {"backend": backend.name, "clusters": len(clusters)})
+        return PassResult(out, True, {"backend": backend.name, "clusters": count})

@@ -80,9 +80,9 @@ def counted_passes(monkeypatch):
     runs = []
     real_run = PassManager.run
 
-    def counting_run(self, graph_def, ctx=None):
+    def counting_run(self, graph_def, ctx=None, **kwargs):
         runs.append(1)
-        return real_run(self, graph_def, ctx)
+        return real_run(self, graph_def, ctx, **kwargs)
 
     monkeypatch.setattr(PassManager, "run", counting_run)
     rewrite_cache.MEMORY.clear()

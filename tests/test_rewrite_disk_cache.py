@@ -127,7 +127,7 @@ def test_a_second_process_does_no_pass_work(tmp_path):
         from npu_adapter.pipeline.manager import PassManager
         runs = []
         real = PassManager.run
-        PassManager.run = lambda self, g, ctx=None: runs.append(1) or real(self, g, ctx)
+        PassManager.run = lambda self, g, ctx=None, **kw: runs.append(1) or real(self, g, ctx, **kw)
         config = tf.compat.v1.ConfigProto()
         opt = config.graph_options.rewrite_options.custom_optimizers.add()
         opt.name = "NpuOptimizer"

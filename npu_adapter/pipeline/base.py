@@ -1,7 +1,10 @@
 """What a pass is: ``PassBase``, ``PassResult`` and the ``PassContext`` it runs in.
 
 A pass has a unique snake_case ``name``, typed options given to its constructor, and a
-``run(graph_def, ctx) -> PassResult`` that never mutates its input and is deterministic. Dumps,
+``run(graph_def, ctx) -> PassResult`` that is deterministic and never mutates its input, with one
+exception: when ``ctx.may_edit(graph_def)`` says the running pipeline owns the input (an
+intermediate graph nobody else holds), the pass may edit it in place and return it, instead of
+editing a copy (see :meth:`PassContext.may_edit`). Dumps,
 timing and invariant checks are instruments around passes
 (``npu_adapter.pipeline.instruments``), never code inside them. State that later passes need
 travels in the GraphDef itself (node attributes such as ``_subgraphs``, as in the original TF
@@ -20,8 +23,10 @@ class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", 
     """Result of one pass.
 
     Attributes:
-        graph_def: the output GraphDef (the input object itself when nothing changed).
-        modified: True exactly when the output differs from the input.
+        graph_def: the output GraphDef (the input object itself when nothing changed, or when
+            the pass edited an input the pipeline owns, see ``PassContext.may_edit``).
+        modified: True exactly when the output differs from the input (as it was before the
+            pass ran).
         info: small dict of artifacts for logs and reports (counts, tables). Later passes must
             never depend on it.
     """
@@ -65,6 +70,25 @@ class PassContext:
     op_support: typing.Any = None
     _views: list = dataclasses.field(default_factory=list, repr=False, compare=False)
     _facts: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+    _owned: typing.Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    def may_edit(self, graph_def):
+        """Whether the pass running now may edit ``graph_def``, its input, in place.
+
+        True only while a :class:`~npu_adapter.pipeline.manager.PassManager` runs a pass on a
+        graph the pipeline owns: one an earlier pass of the run made (or the caller handed over
+        as its own copy), which no instrument keeps. Such a graph is read by nobody after the
+        pass, so a pass that would copy it whole to change some attributes (a tenth of a second
+        at 100k nodes) edits it instead. A pass that edits in place returns the input object with
+        ``modified=True``, and calls :meth:`forget` first when its edit changes what a view or
+        a recorded fact says of the graph (node ops, names or inputs).
+        """
+        return self._owned is not None and self._owned is graph_def
+
+    def forget(self, graph_def):
+        """Drop the view and the facts recorded for ``graph_def`` (edited in place since)."""
+        self._views = [e for e in self._views if e[0] is not graph_def]
+        self._facts = [e for e in self._facts if e[0] is not graph_def]
 
     def graph_view(self, graph_def):
         """A :class:`~npu_adapter.graph.GraphView` of ``graph_def``, reused across passes.
@@ -245,7 +269,8 @@ class PassBase:
         """Postcondition hook; raise GraphInvariantError when the output is wrong."""
 
     def run(self, graph_def, ctx):  # pragma: no cover - abstract
-        """Rewrite ``graph_def`` (never mutating it) and return a :class:`PassResult`."""
+        """Rewrite ``graph_def`` (not mutating it unless ``ctx.may_edit(graph_def)``) and
+        return a :class:`PassResult`."""
         raise NotImplementedError
 
     def __call__(self, graph_def, ctx=None):

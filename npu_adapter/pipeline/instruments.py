@@ -54,7 +54,18 @@ class PassInstrument:
         """Called after ``pass_`` returned ``result`` for input ``graph_def``."""
 
     def on_error(self, index, pass_, graph_def, ctx, exc):
-        """Called when ``pass_`` failed on ``graph_def`` with ``exc``."""
+        """Called when ``pass_`` failed on ``graph_def`` with ``exc``.
+
+        The graph may be half-edited when the pass was allowed to edit it in place
+        (``ctx.may_edit(graph_def)``): an instrument that needs the input intact keeps it
+        (:meth:`keeps`)."""
+
+    def keeps(self, graph_def):
+        """Whether this instrument holds ``graph_def`` (or needs it as it is) beyond the pass
+        about to run on it; then that pass must not edit it in place. True unless an
+        instrument says otherwise, so an instrument written without this in mind stays
+        correct."""
+        return True
 
 
 class VerifyInstrument(PassInstrument):
@@ -63,6 +74,9 @@ class VerifyInstrument(PassInstrument):
     def __init__(self, check_input=True):
         self.check_input = check_input
         self._checked_input = False
+
+    def keeps(self, graph_def):
+        return False  # reads each graph when it gets it
 
     def enter_pipeline(self, ctx):
         self._checked_input = False  # check the input of every run, also when reused
@@ -90,6 +104,9 @@ class TimingInstrument(PassInstrument):
         self.timings = []
         self._start = None
 
+    def keeps(self, graph_def):
+        return False
+
     def before_pass(self, index, pass_, graph_def, ctx):
         self._start = time.perf_counter()
 
@@ -102,16 +119,21 @@ class TimingInstrument(PassInstrument):
 
 
 class InputUnchangedInstrument(PassInstrument):
-    """Fails a pass that mutated its input GraphDef (compares deterministic serialisations)."""
+    """Fails a pass that mutated an input GraphDef it was not allowed to edit
+    (``PassContext.may_edit``), or that misreported ``modified`` (compares deterministic
+    serialisations of the input before the pass and of its output)."""
 
     def __init__(self):
         self._before = None
+
+    def keeps(self, graph_def):
+        return False  # it keeps a serialisation, which the pass cannot touch
 
     def before_pass(self, index, pass_, graph_def, ctx):
         self._before = to_bytes(graph_def)
 
     def after_pass(self, index, pass_, graph_def, result, ctx):
-        if to_bytes(graph_def) != self._before:
+        if not ctx.may_edit(graph_def) and to_bytes(graph_def) != self._before:
             raise GraphInvariantError(
                 [f"pass {pass_.name!r} modified its input GraphDef in place"],
                 context="input-unchanged check")
@@ -126,6 +148,9 @@ class InputUnchangedInstrument(PassInstrument):
 class FactsInstrument(PassInstrument):
     """Fails a pass whose recorded facts about its output (``PassContext.graph_facts``)
     disagree with the output graph itself: facts are shortcuts, never a second truth."""
+
+    def keeps(self, graph_def):
+        return False
 
     def after_pass(self, index, pass_, graph_def, result, ctx):
         from npu_adapter.vocabulary import PLACEMENT_ATTR
@@ -196,6 +221,10 @@ class CaptureInstrument(PassInstrument):
         self.stage = stage
         self.graphs = {}
 
+    def keeps(self, graph_def):
+        # An output captured ("after") becomes the next pass's input: kept too.
+        return any(g is graph_def for g in self.graphs.values())
+
     def before_pass(self, index, pass_, graph_def, ctx):
         if self.stage == "before" and pass_.name in self.pass_names:
             self.graphs[pass_.name] = graph_def
@@ -210,6 +239,9 @@ class SkipPassesInstrument(PassInstrument):
 
     def __init__(self, names):
         self.names = frozenset(names)
+
+    def keeps(self, graph_def):
+        return False
 
     def should_run(self, index, pass_, graph_def, ctx):
         return pass_.name not in self.names

@@ -62,10 +62,17 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
     """
     from tensorflow.core.framework import graph_pb2
 
-    out = graph_pb2.GraphDef()
-    out.CopyFrom(graph_def)
     called = set()
     ops = ctx.node_ops(graph_def) if ctx is not None else None
+    known = (ctx.known_facts(graph_def) or {}) if ctx is not None else {}
+    if ctx is not None and ctx.may_edit(graph_def):
+        # The run owns the input: edit it rather than copy every node and function body. Its
+        # view and facts name GeOp nodes: gone with the edit.
+        out = graph_def
+        ctx.forget(graph_def)
+    else:
+        out = graph_pb2.GraphDef()
+        out.CopyFrom(graph_def)
     if ops is None:
         geops = [node for node in out.node if node.op == GEOP_OP]
     else:
@@ -87,7 +94,6 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
             if name in called or name.rpartition("_gear_")[0] in called:
                 fdef.attr["_noinline"].b = True
     if ops is not None:
-        known = ctx.known_facts(graph_def) or {}
         facts = ctx.graph_facts(out)
         facts["ops"] = [call_op if op == GEOP_OP else op for op in ops]
         if "names" in known:
@@ -102,6 +108,7 @@ class CpuReferenceBackend(Backend):
 
     name = "cpu"
     portable_rewrites = True  # plain TensorFlow functions
+    lower_reads_clusters = False
     reuses_tf_sessions = True  # the runtime's records (gears, lazy shapes) are its own
     # A session installs the calls inlined, as TensorFlow's first run would inline them
     # (except under npu_adapter_isolate_clusters, whose _noinline functions stay calls).
