@@ -24,7 +24,7 @@ Rules, in the original's order:
 
 from tensorflow.core.framework import types_pb2
 
-from npu_adapter.graph.types import REF_OFFSET, base_type, may_have_dtype
+from npu_adapter.graph.types import REF_OFFSET, base_type, may_have_dtype, rules_out_dtypes
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.registry import register_pass
 
@@ -101,6 +101,7 @@ def compute_candidates(view, ctx):
     variables_on_host = config.variable_placement == "Host"
     oracle = _rules.SupportOracle(view, ctx.get_op_support(), ctx.get_backend(),
                                   mix_compile_mode=mix)
+    functions = view.functions
     for i, op in enumerate(view.ops):
         if op in _rules.CONST_OPS:
             ok, reason = oracle.node_support(i, support_const=True)
@@ -126,7 +127,9 @@ def compute_candidates(view, ctx):
             continue
         if ok and variables_on_host and op in _VARIABLE_OPS:
             ok, reason = False, "variable_placement_host"
-        if ok and mix and _unsupported_resource(view, i):
+        # (Most op types rule a resource out by their OpDef: no call, no attr read.)
+        if ok and mix and (op in functions or not rules_out_dtypes(op, _RESOURCE_TYPES)) \
+                and _unsupported_resource(view, i):
             ok, reason = False, "unsupported_resource"
         candidate[i] = ok
         if not ok:

@@ -462,7 +462,6 @@ def _typed_node(op, **attrs):
     ("Identity", {"T": RESOURCE}),
     ("Identity", {"T": F32}),
     ("Add", {"T": F32}),
-    ("Add", {"T": RESOURCE}),  # not a valid graph, but the rule reads what is there
     ("VarHandleOp", {"dtype": F32}),
     ("ReadVariableOp", {"dtype": F32}),
     ("AssignVariableOp", {"dtype": F32}),
@@ -481,6 +480,24 @@ def test_may_have_dtype_agrees_with_the_expanded_types(op, attrs):
     has = any(t in resource for t in expanded)
     # From the attrs alone, the same answer as the expanded input and output lists.
     assert may_have_dtype(node, resource) == has
+
+
+def test_an_op_whose_opdef_allows_no_resource_is_decided_by_its_type():
+    from npu_adapter.graph.types import may_have_dtype, rules_out_dtypes
+
+    resource = frozenset({RESOURCE, RESOURCE + 100})
+    # Add's T allows numeric types only: no attr needs reading.
+    assert rules_out_dtypes("Add", resource)
+    assert rules_out_dtypes("MatMul", resource)
+    # A node that says otherwise is not a valid node (TensorFlow refuses it at import).
+    assert not may_have_dtype(_typed_node("Add", T=RESOURCE), resource)
+    # Ops whose T allows any dtype, or with a resource argument, are read node by node.
+    assert not rules_out_dtypes("Identity", resource)
+    assert not rules_out_dtypes("Switch", resource)
+    assert not rules_out_dtypes("ReadVariableOp", resource)
+    assert not rules_out_dtypes("NoSuchOp", resource)
+    # The float types are allowed for Add's T: not ruled out.
+    assert not rules_out_dtypes("Add", frozenset({F32}))
 
 
 def test_may_have_dtype_is_conservative_for_unknown_ops_and_cluster_nodes():

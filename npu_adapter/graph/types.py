@@ -30,6 +30,7 @@ __all__ = [
     "tensor_bytes",
     "dtype_sources",
     "may_have_dtype",
+    "rules_out_dtypes",
 ]
 
 REF_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
@@ -186,14 +187,41 @@ def dtype_sources(op_type):
     return frozenset(fixed), tuple(dict.fromkeys(type_attrs)), tuple(dict.fromkeys(list_attrs))
 
 
+@functools.cache
+def rules_out_dtypes(op_type, dtypes_):
+    """Whether the OpDef of ``op_type`` alone rules ``dtypes_`` out of every argument: no fixed
+    argument dtype is in it and every ``type``/``list(type)`` attr the others take theirs from
+    allows only other dtypes (``allowed_values``, as ``T`` of most math ops). A node of such an
+    op whose attrs said otherwise would not be a valid node (TensorFlow refuses it)."""
+    sources = dtype_sources(op_type)
+    op_def = op_def_for(op_type)
+    if sources is None or op_def is None:
+        return False
+    fixed, type_attrs, list_attrs = sources
+    if not fixed.isdisjoint(dtypes_):
+        return False
+    allowed = {a.name: a.allowed_values.list.type for a in op_def.attr
+               if a.HasField("allowed_values")}
+    for name in type_attrs + list_attrs:
+        values = allowed.get(name)
+        if not values:
+            return False  # any dtype
+        possible = set(values) | {t + REF_OFFSET for t in values}
+        if not possible.isdisjoint(dtypes_):
+            return False
+    return True
+
+
 def may_have_dtype(node, dtypes_):
-    """False when no input or output of ``node`` can be of a dtype in ``dtypes_`` (a set that
-    holds both the plain and the ``*_REF`` value to rule out); True when it may (or the op is
-    unknown, a library function or a ``GeOp``: the caller then looks at the full lists)."""
+    """False when no input or output of ``node`` can be of a dtype in ``dtypes_`` (a frozenset
+    that holds both the plain and the ``*_REF`` value to rule out); True when it may (or the op
+    is unknown, a library function or a ``GeOp``: the caller then looks at the full lists)."""
     op = node.op
     sources = dtype_sources(op) if op != "GeOp" else None
     if sources is None:
         return True
+    if rules_out_dtypes(op, dtypes_):
+        return False  # decided by the op type: no attr read
     fixed, type_attrs, list_attrs = sources
     if not fixed.isdisjoint(dtypes_):
         return True
