@@ -22,7 +22,15 @@ import collections
 
 from tensorflow.core.framework import types_pb2
 
-from npu_adapter.graph.types import base_type, is_ref_type, may_reference_functions, op_def_for
+from npu_adapter.graph.types import (
+    REF_OFFSET,
+    base_type,
+    has_ref_inputs,
+    is_ref_type,
+    may_reference_functions,
+    op_def_for,
+    rules_out_dtypes,
+)
 from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
 from npu_adapter.op_support import is_op_supported
 from npu_adapter.vocabulary import WITHOUT_NPU_COMPILE_ATTR
@@ -46,6 +54,8 @@ _CROSS_RULE_REASON = {
     _VARIANT: "variant_edge",
     _STRING: "string_edge_with_loop_sinking",
 }
+# The dtypes of an edge that may not cross (besides any ref).
+_CROSSING_TYPES = frozenset(list(_CROSS_RULE_REASON) + [t + REF_OFFSET for t in _CROSS_RULE_REASON])
 _VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp"})
 _ITERATOR_OPS = frozenset({"Iterator", "IteratorV2"})
 _GETNEXT_OPS = frozenset({"IteratorGetNext", "GetNext"})
@@ -195,12 +205,24 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
 
     data_in = view.data_inputs
     edge_type = view.edge_type
+    functions = view.functions
+    # Per op type: no edge into its nodes can be one that may not cross (no ref input, and its
+    # OpDef allows none of the crossing dtypes), so its input types need not be worked out.
+    plain = {}
+
+    def plain_inputs(op):
+        found = plain.get(op)
+        if found is None:
+            found = plain[op] = op not in functions and not has_ref_inputs(op) \
+                and rules_out_dtypes(op, _CROSSING_TYPES)
+        return found
+
     while queue:
         h = queue.popleft()
         h_node = nodes[h]
         # Out-edges: a candidate consumer of a host tensor.
         for d, slot, _ in data_out[h]:
-            if not candidate[d]:
+            if not candidate[d] or plain_inputs(ops[d]):
                 continue
             t = edge_type(d, slot)
             if t is None:
@@ -215,6 +237,8 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
                     continue
                 host(d, _CROSS_RULE_REASON[b])
         # In-edges: a candidate producer of a tensor the host node reads.
+        if plain_inputs(ops[h]):
+            continue
         in_types = None
         for slot, (s, _) in enumerate(data_in[h]):
             if s < 0 or not candidate[s]:

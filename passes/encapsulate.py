@@ -44,7 +44,13 @@ from tensorflow.core.framework import graph_pb2
 
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.names import function_arg_name, parse_input, unique_name
-from npu_adapter.graph.types import base_type, is_ref_type, output_port_names, tensor_bytes
+from npu_adapter.graph.types import (
+    base_type,
+    has_ref_inputs,
+    is_ref_type,
+    output_port_names,
+    tensor_bytes,
+)
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
@@ -422,6 +428,13 @@ class EncapsulatePass(PassBase):
         arg_dsts, result_dsts = dsts if dsts is not None else (every, every)
         owner_of = cluster_of.get
         data_inputs = view.data_inputs
+        ops, functions = view.ops, view.functions
+
+        def may_read_refs(dst):
+            # Only an input its OpDef declares a ref is a ref edge: the others need no dtype.
+            op = ops[dst]
+            return op in functions or has_ref_inputs(op)
+
         # Per cluster, its control inputs as a set too (the list keeps their order).
         control_seen = {}
         # Inputs: edges entering a cluster, in edge order (consumers in GraphDef order).
@@ -433,10 +446,11 @@ class EncapsulatePass(PassBase):
             if cluster is None:
                 continue
             const_copies, var_copies = cluster.const_copies, cluster.var_copies
+            ref_inputs = may_read_refs(dst)
             for slot, (src, port) in enumerate(data_inputs[dst]):
                 if owner_of(src) == cname or src in const_copies or src in var_copies:
                     continue
-                t = view.edge_type(dst, slot)
+                t = view.edge_type(dst, slot) if ref_inputs else None
                 if t is not None and is_ref_type(t):
                     raise RewriteError(
                         f"Ref Tensors (e.g., Variables) are not supported as args: "
@@ -474,7 +488,7 @@ class EncapsulatePass(PassBase):
                 if dname in clusters and (src in clusters[dname].const_copies
                                           or src in clusters[dname].var_copies):
                     continue
-                t = view.edge_type(dst, slot)
+                t = view.edge_type(dst, slot) if may_read_refs(dst) else None
                 if t is not None and is_ref_type(t):
                     raise RewriteError(
                         f"Ref Tensors (e.g., Variables) are not supported as results: "

@@ -31,6 +31,7 @@ __all__ = [
     "dtype_sources",
     "may_have_dtype",
     "rules_out_dtypes",
+    "has_ref_inputs",
 ]
 
 REF_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
@@ -210,6 +211,14 @@ def rules_out_dtypes(op_type, dtypes_):
         if not possible.isdisjoint(dtypes_):
             return False
     return True
+
+
+@functools.cache
+def has_ref_inputs(op_type):
+    """Whether an input of ``op_type`` may be a ref (its OpDef declares an ``is_ref`` input);
+    True for an unknown op. Only such an input makes an edge a ref edge."""
+    plan = _arg_plan(op_type, False)
+    return plan is None or any(is_ref for *_, is_ref in plan)
 
 
 def may_have_dtype(node, dtypes_):
