@@ -78,6 +78,7 @@ __all__ = ["EncapsulatePass", "CLUSTER_INPUTS_ATTR", "CLUSTER_OUTPUTS_ATTR", "fu
 
 _VARIABLE_OPS = ("VariableV2", "VarHandleOp")  # the ones the cluster pass may copy
 _BOOKKEEPING = (CLUSTER_ATTR, PLACEMENT_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR)
+_ANNOTATIONS = (CLUSTER_ATTR, PLACEMENT_ATTR)
 
 
 def _tensor(name, port):
@@ -250,7 +251,8 @@ class EncapsulatePass(PassBase):
                 _drop_stale_colocation(copy, remaining_names)
         for cname in order:
             # Built in place: a FunctionDef built apart would be copied whole into the library.
-            self._function_def(view, clusters[cname], cluster_of, out.library.function.add())
+            self._function_def(view, clusters[cname], cluster_of, out.library.function.add(),
+                               own_attrs)
         facts = ctx.graph_facts(out)
         facts["ops"] = out_ops
         facts["names"] = out_names
@@ -608,8 +610,9 @@ class EncapsulatePass(PassBase):
             del copy.input[:]
             copy.input.extend(inputs + controls)
 
-    def _function_def(self, view, cluster, cluster_of, fdef):
-        """Fill ``fdef`` (a new, empty FunctionDef) as the cluster's function."""
+    def _function_def(self, view, cluster, cluster_of, fdef, own_attrs):
+        """Fill ``fdef`` (a new, empty FunctionDef) as the cluster's function; ``own_attrs``:
+        the nodes that may carry bookkeeping attrs besides the placement and the cluster."""
         nodes = view.nodes
         fdef.signature.name = cluster.name
         fdef.signature.is_stateful = True
@@ -630,7 +633,7 @@ class EncapsulatePass(PassBase):
 
         port_names = {}
 
-        def body_ref(src, port):
+        def body_ref(src, port, all_ports=False):
             names = port_names.get(src)
             if names is None:
                 names = output_port_names(nodes[src], view.functions)
@@ -641,7 +644,7 @@ class EncapsulatePass(PassBase):
                         node=nodes[src].name)
                 # Whole references per port, built once per producer.
                 names = port_names[src] = [f"{view.names[src]}:{suffix}" for suffix in names]
-            return names[port]
+            return names if all_ports else names[port]
 
         for const, cname in copy_name.items():
             body = fdef.node_def.add()
@@ -656,31 +659,38 @@ class EncapsulatePass(PassBase):
         data_inputs = view.data_inputs
         control_inputs = view.control_inputs
         add_body = fdef.node_def.add
+        # (The loop below runs once per clustered node: the common paths are inlined.)
         for i in sorted(cluster.var_copies) + cluster.members:
             body = add_body()
             body.CopyFrom(nodes[i])
             attrs = body.attr
-            for key in _BOOKKEEPING:
+            # Every member carries the cluster pass's two annotations; only the members it ran
+            # outside or copied carry the other two.
+            for key in _ANNOTATIONS:
                 if key in attrs:
                     del attrs[key]
-            # Inputs from the index (no string parsing): body-local references, the copies of
-            # constants, or the function's arguments.
-            inputs = []
-            for src, port in data_inputs[i]:
-                if src in member_set:
-                    inputs.append(body_ref(src, port))
-                elif src in copy_name:
-                    inputs.append(f"{copy_name[src]}:output:0")
-                else:
-                    inputs.append(arg_of[(src, port)])
-            for src in control_inputs[i]:
-                if src in member_set:
-                    inputs.append("^" + names[src])
-                elif src in copy_name:
-                    inputs.append("^" + copy_name[src])
-            if inputs or data_inputs[i] or control_inputs[i]:  # else there is nothing to replace
-                del body.input[:]
-                body.input.extend(inputs)
+            if own_attrs and i in own_attrs:
+                _drop_attrs(body, _BOOKKEEPING)
+            data = data_inputs[i]
+            control = control_inputs[i]
+            if data or control:
+                # Inputs from the index (no string parsing): body-local references, the copies
+                # of constants, or the function's arguments.
+                inputs = []
+                for src, port in data:
+                    if src in member_set:
+                        refs = port_names.get(src)
+                        inputs.append((refs if refs is not None else body_ref(src, 0, True))[port])
+                    elif src in copy_name:
+                        inputs.append(f"{copy_name[src]}:output:0")
+                    else:
+                        inputs.append(arg_of[(src, port)])
+                for src in control:
+                    if src in member_set:
+                        inputs.append("^" + names[src])
+                    elif src in copy_name:
+                        inputs.append("^" + copy_name[src])
+                body.input[:] = inputs
             if "_class" in attrs:
                 _drop_stale_colocation(body, body_names)
         ret_names = set()
