@@ -310,7 +310,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         placement_parts = PlacementParts.from_view(annotated_view)
     if placement_parts is None:
         placement = placement_from_graph(annotated, client_names)
-    clusters = clusters_from_graph(final, ctx.node_ops(final))
+    clusters = clusters_from_graph(final, ctx.node_ops(final),
+                                   (ctx.known_facts(final) or {}).get("body_names"))
     present = set(ctx.node_names(final))
     tensor_map, op_map = _maps(present, clusters, client_names, report_fetches, targets,
                                feed_map)

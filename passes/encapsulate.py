@@ -249,13 +249,15 @@ class EncapsulatePass(PassBase):
                 self._rewire_host_node(view, i, copy, clusters, cluster_of)
             if "_class" in copy.attr:
                 _drop_stale_colocation(copy, remaining_names)
+        body_names = {}
         for cname in order:
             # Built in place: a FunctionDef built apart would be copied whole into the library.
-            self._function_def(view, clusters[cname], cluster_of, out.library.function.add(),
-                               own_attrs)
+            body_names[cname] = self._function_def(
+                view, clusters[cname], cluster_of, out.library.function.add(), own_attrs)
         facts = ctx.graph_facts(out)
         facts["ops"] = out_ops
         facts["names"] = out_names
+        facts["body_names"] = body_names
         # The annotations left the nodes copied above and the cluster bodies; functions of the
         # input library are copied as they are.
         facts["annotation_free"] = not any(
@@ -612,7 +614,8 @@ class EncapsulatePass(PassBase):
 
     def _function_def(self, view, cluster, cluster_of, fdef, own_attrs):
         """Fill ``fdef`` (a new, empty FunctionDef) as the cluster's function; ``own_attrs``:
-        the nodes that may carry bookkeeping attrs besides the placement and the cluster."""
+        the nodes that may carry bookkeeping attrs besides the placement and the cluster.
+        Returns the names of the body's nodes, in order."""
         nodes = view.nodes
         fdef.signature.name = cluster.name
         fdef.signature.is_stateful = True
@@ -660,7 +663,9 @@ class EncapsulatePass(PassBase):
         control_inputs = view.control_inputs
         add_body = fdef.node_def.add
         # (The loop below runs once per clustered node: the common paths are inlined.)
-        for i in sorted(cluster.var_copies) + cluster.members:
+        in_body = sorted(cluster.var_copies) + cluster.members
+        written = list(copy_name.values()) + [names[i] for i in in_body]
+        for i in in_body:
             body = add_body()
             body.CopyFrom(nodes[i])
             attrs = body.attr
@@ -706,6 +711,7 @@ class EncapsulatePass(PassBase):
                 # "<src>_dummyIdentity".
                 dummy = fdef.node_def.add()
                 dummy.name = unique_name(f"{nodes[src].name}_dummyIdentity", body_names)
+                written.append(dummy.name)
                 dummy.op = "Identity"
                 dummy.input.append(ref)
                 dummy.attr["T"].type = out_types[k]
@@ -716,7 +722,7 @@ class EncapsulatePass(PassBase):
             cname = function_arg_name(nodes[i].name + "_control", control_names)
             fdef.signature.control_output.append(cname)
             fdef.control_ret[cname] = nodes[i].name
-        return fdef
+        return written
 
 
 def _cluster_ref(clusters, cname, src, port):

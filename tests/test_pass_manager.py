@@ -381,6 +381,12 @@ class _RecordsFacts(PassBase):
         facts["ops"] = [node.op for node in out.node]
         facts["names"] = [node.name for node in out.node]
         facts["annotation_free"] = True
+        body = out.library.function.add()
+        body.signature.name = "f"
+        body.node_def.add(name="n", op="NoOp")
+        facts["body_names"] = {"f": ["n"]}
+        if self.wrong == "body_names":
+            facts["body_names"] = {"f": ["m"]}
         if self.wrong == "ops":
             facts["ops"] = facts["ops"][:-1]
         elif self.wrong == "names":
@@ -405,7 +411,7 @@ def test_facts_a_pass_records_are_shortcuts_the_next_pass_may_take():
     assert ctx.known_facts(other)["names"] == ctx.node_names(other)
 
 
-@pytest.mark.parametrize("wrong", ["ops", "names", "annotation_free"])
+@pytest.mark.parametrize("wrong", ["ops", "names", "annotation_free", "body_names"])
 def test_the_facts_instrument_catches_facts_the_graph_contradicts(wrong):
     with pytest.raises(GraphInvariantError, match=f"'records_facts' recorded facts.*{wrong}"):
         PassManager([_RecordsFacts(wrong)], [FactsInstrument()]).run(_graph())

@@ -116,8 +116,10 @@ class PassContext:
     def graph_facts(self, graph_def):
         """A dict of facts about ``graph_def`` (this very object) that the pass which wrote it
         recorded, for the next passes: ``"ops"``, the op type of every node in order,
-        ``"names"``, the name of every node in order, and ``"annotation_free"``, True when no
-        node or function body carries a placement annotation (what ``finalize`` removes).
+        ``"names"``, the name of every node in order, ``"body_names"``, function name → the
+        names of its body's nodes in order (for some functions of the library), and
+        ``"annotation_free"``, True when no node or function body carries a placement
+        annotation (what ``finalize`` removes).
         Empty for a graph nobody described; facts are only ever a shortcut for what the graph
         itself says (keeps the three most recent graphs)."""
         facts = self.known_facts(graph_def)

@@ -162,6 +162,12 @@ class FactsInstrument(PassInstrument):
             wrong.append("ops")
         if "names" in facts and list(facts["names"]) != [node.name for node in out.node]:
             wrong.append("names")
+        if "body_names" in facts:
+            functions = {f.signature.name: f for f in out.library.function}
+            for fname, names in facts["body_names"].items():
+                fdef = functions.get(fname)
+                if fdef is None or list(names) != [node.name for node in fdef.node_def]:
+                    wrong.append(f"body_names of {fname}")
         if facts.get("annotation_free") and (
                 any(PLACEMENT_ATTR in node.attr for node in out.node)
                 or any(PLACEMENT_ATTR in node.attr for f in out.library.function

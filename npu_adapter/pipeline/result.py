@@ -126,11 +126,12 @@ def _parse_gear(text):
     return tuple(entries)
 
 
-def clusters_from_graph(graph_def, ops=None):
+def clusters_from_graph(graph_def, ops=None, body_names=None):
     """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order).
 
     ``ops``, the op type of every node (``PassContext.node_ops``), spares reading the NodeDefs
-    of the nodes that cannot be cluster nodes.
+    of the nodes that cannot be cluster nodes; ``body_names``, function name → the names of its
+    body's nodes (the ``"body_names"`` fact), spares reading the bodies.
     """
     functions = {f.signature.name: f for f in graph_def.library.function}
     found = []
@@ -149,8 +150,11 @@ def clusters_from_graph(graph_def, ops=None):
             # those of each gear's copy (insert_gears names them <function>_gear_<g>).
             fdef = functions.get(f"{fname}_gear_0", fdef)
         members = ()
+        known = body_names.get(fdef.signature.name) if body_names and fdef is not None \
+            else None
         if fdef is not None:
-            names = [n.name for n in fdef.node_def]  # each name read once
+            # Each name read once (or not at all when known).
+            names = known if known is not None else [n.name for n in fdef.node_def]
             members = tuple(name for name in names if not name.endswith(COPIED_CONST_SUFFIX)
                             and PRECISION_CAST_MARK not in name)
         attrs = node.attr
