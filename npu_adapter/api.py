@@ -118,19 +118,15 @@ def _sink_fetches(view):
 
 def _maps(present, clusters, client_names, fetches, targets, feed_map):
     tensor_map = {}
-    op_map = {}
     for info in clusters:
         for k, name in enumerate(info.outputs):
             tensor_map[name] = info.name if k == 0 else f"{info.name}:{k}"
     clustered = {}
     for info in clusters:
-        for name in info.nodes:
-            clustered[name] = info.name
-    for name in client_names:
-        if name in clustered:
-            op_map[name] = clustered[name]
-        elif name in present:
-            op_map[name] = name
+        clustered.update(dict.fromkeys(info.nodes, info.name))
+    cluster_of = clustered.get
+    op_map = {name: cluster_of(name, name) for name in client_names
+              if name in clustered or name in present}
     for f in fetches:
         node, port, _ = parse_input(f)
         if f in tensor_map:

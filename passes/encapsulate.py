@@ -69,6 +69,7 @@ from npu_adapter.vocabulary import (
     NPU_OPTIMIZER_ATTR,
     PLACEMENT_ATTR,
     STAGE_SUFFIX,
+    SUBGRAPH_MULTI_DIMS_SHAPE_ATTR,
 )
 
 from ._outside import member_steps, outside_members
@@ -250,14 +251,18 @@ class EncapsulatePass(PassBase):
             if "_class" in copy.attr:
                 _drop_stale_colocation(copy, remaining_names)
         body_names = {}
+        scoped_functions = set()
         for cname in order:
             # Built in place: a FunctionDef built apart would be copied whole into the library.
-            body_names[cname] = self._function_def(
+            body_names[cname], scoped = self._function_def(
                 view, clusters[cname], cluster_of, out.library.function.add(), own_attrs)
+            if scoped:
+                scoped_functions.add(cname)
         facts = ctx.graph_facts(out)
         facts["ops"] = out_ops
         facts["names"] = out_names
         facts["body_names"] = body_names
+        facts["scoped_functions"] = scoped_functions
         # The annotations left the nodes copied above and the cluster bodies; functions of the
         # input library are copied as they are.
         facts["annotation_free"] = not any(
@@ -615,7 +620,8 @@ class EncapsulatePass(PassBase):
     def _function_def(self, view, cluster, cluster_of, fdef, own_attrs):
         """Fill ``fdef`` (a new, empty FunctionDef) as the cluster's function; ``own_attrs``:
         the nodes that may carry bookkeeping attrs besides the placement and the cluster.
-        Returns the names of the body's nodes, in order."""
+        Returns the names of the body's nodes, in order, and whether one of them carries a
+        ``subgraph_multi_dims_scope`` shape (``insert_gears`` then looks at the body)."""
         nodes = view.nodes
         fdef.signature.name = cluster.name
         fdef.signature.is_stateful = True
@@ -665,6 +671,7 @@ class EncapsulatePass(PassBase):
         # (The loop below runs once per clustered node: the common paths are inlined.)
         in_body = sorted(cluster.var_copies) + cluster.members
         written = list(copy_name.values()) + [names[i] for i in in_body]
+        scoped = False
         for i in in_body:
             body = add_body()
             body.CopyFrom(nodes[i])
@@ -698,6 +705,8 @@ class EncapsulatePass(PassBase):
                 body.input[:] = inputs
             if "_class" in attrs:
                 _drop_stale_colocation(body, body_names)
+            if not scoped and SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in attrs:
+                scoped = True
         ret_names = set()
         out_types = self._output_types(view, cluster)
         for k, (src, port) in enumerate(cluster.outputs):
@@ -722,7 +731,7 @@ class EncapsulatePass(PassBase):
             cname = function_arg_name(nodes[i].name + "_control", control_names)
             fdef.signature.control_output.append(cname)
             fdef.control_ret[cname] = nodes[i].name
-        return written
+        return written, scoped
 
 
 def _cluster_ref(clusters, cname, src, port):

@@ -358,8 +358,15 @@ class InsertGearsPass(PassBase):
                              for i, op in enumerate(ctx.node_ops(graph_def)) if op == GEOP_OP]
         if not cluster_functions:
             return PassResult(graph_def, False, {"clusters": 0})
-        has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr
-                         for name in cluster_functions for body in functions[name].node_def)
+        # Which bodies carry a subgraph_multi_dims_scope shape: known from encapsulate (the
+        # scoped_functions fact covers the functions of the body_names fact), else read.
+        facts = ctx.known_facts(graph_def) or {}
+        described = facts.get("body_names", {}) if "scoped_functions" in facts else {}
+        has_scopes = any(
+            name in facts["scoped_functions"] if name in described
+            else any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr
+                     for body in functions[name].node_def)
+            for name in cluster_functions)
         if config.dims_trio() is None and not has_scopes:
             return PassResult(graph_def, False, {"clusters": 0})
         view = ctx.graph_view(graph_def)

@@ -385,8 +385,11 @@ class _RecordsFacts(PassBase):
         body.signature.name = "f"
         body.node_def.add(name="n", op="NoOp")
         facts["body_names"] = {"f": ["n"]}
+        facts["scoped_functions"] = set()  # no body node carries a multi-dims shape
         if self.wrong == "body_names":
             facts["body_names"] = {"f": ["m"]}
+        elif self.wrong == "scoped_functions":
+            facts["scoped_functions"] = {"f"}
         if self.wrong == "ops":
             facts["ops"] = facts["ops"][:-1]
         elif self.wrong == "names":
@@ -411,7 +414,8 @@ def test_facts_a_pass_records_are_shortcuts_the_next_pass_may_take():
     assert ctx.known_facts(other)["names"] == ctx.node_names(other)
 
 
-@pytest.mark.parametrize("wrong", ["ops", "names", "annotation_free", "body_names"])
+@pytest.mark.parametrize("wrong", ["ops", "names", "annotation_free", "body_names",
+                                   "scoped_functions"])
 def test_the_facts_instrument_catches_facts_the_graph_contradicts(wrong):
     with pytest.raises(GraphInvariantError, match=f"'records_facts' recorded facts.*{wrong}"):
         PassManager([_RecordsFacts(wrong)], [FactsInstrument()]).run(_graph())

@@ -117,7 +117,9 @@ class PassContext:
         """A dict of facts about ``graph_def`` (this very object) that the pass which wrote it
         recorded, for the next passes: ``"ops"``, the op type of every node in order,
         ``"names"``, the name of every node in order, ``"body_names"``, function name → the
-        names of its body's nodes in order (for some functions of the library), and
+        names of its body's nodes in order (for some functions of the library),
+        ``"scoped_functions"``, those of them whose body carries a ``subgraph_multi_dims_scope``
+        shape, and
         ``"annotation_free"``, True when no node or function body carries a placement
         annotation (what ``finalize`` removes).
         Empty for a graph nobody described; facts are only ever a shortcut for what the graph

@@ -153,7 +153,7 @@ class FactsInstrument(PassInstrument):
         return False
 
     def after_pass(self, index, pass_, graph_def, result, ctx):
-        from npu_adapter.vocabulary import PLACEMENT_ATTR
+        from npu_adapter.vocabulary import PLACEMENT_ATTR, SUBGRAPH_MULTI_DIMS_SHAPE_ATTR
 
         facts = ctx.known_facts(result.graph_def) or {}
         out = result.graph_def
@@ -168,6 +168,9 @@ class FactsInstrument(PassInstrument):
                 fdef = functions.get(fname)
                 if fdef is None or list(names) != [node.name for node in fdef.node_def]:
                     wrong.append(f"body_names of {fname}")
+                elif "scoped_functions" in facts and (fname in facts["scoped_functions"]) != any(
+                        SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in node.attr for node in fdef.node_def):
+                    wrong.append(f"scoped_functions: {fname}")
         if facts.get("annotation_free") and (
                 any(PLACEMENT_ATTR in node.attr for node in out.node)
                 or any(PLACEMENT_ATTR in node.attr for f in out.library.function

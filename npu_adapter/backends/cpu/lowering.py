@@ -98,8 +98,9 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
         facts["ops"] = [call_op if op == GEOP_OP else op for op in ops]
         if "names" in known:
             facts["names"] = known["names"]  # every node keeps its name
-        if "body_names" in known:
-            facts["body_names"] = known["body_names"]  # the bodies are as they were
+        for fact in ("body_names", "scoped_functions"):  # the bodies are as they were
+            if fact in known:
+                facts[fact] = known[fact]
         if known.get("annotation_free"):
             facts["annotation_free"] = True  # the calls carry what the GeOps carried
     return out
