@@ -313,12 +313,19 @@ class EncapsulatePass(PassBase):
         if not threshold:
             return hoisted
         nodes = view.nodes
-        ops, data_inputs, control_inputs = view.ops, view.data_inputs, view.control_inputs
-        for cluster in clusters.values():
-            # Op types and inputs from the index; only Consts are read.
-            big = [i for i in cluster.members if ops[i] == "Const" and not data_inputs[i]
-                   and not control_inputs[i]
-                   and tensor_bytes(nodes[i].attr["value"].tensor) >= threshold]
+        data_inputs, control_inputs = view.data_inputs, view.control_inputs
+        # The clustered Consts without inputs, per cluster in member order (GraphDef order),
+        # found from the graph's Consts rather than from every member.
+        consts = {}
+        for i, op in enumerate(view.ops):
+            if op == "Const" and not data_inputs[i] and not control_inputs[i]:
+                cname = cluster_of.get(i)
+                if cname is not None:
+                    consts.setdefault(cname, []).append(i)
+        for cname, cluster in clusters.items():
+            # Only these Consts are read.
+            big = [i for i in consts.get(cname, ())
+                   if tensor_bytes(nodes[i].attr["value"].tensor) >= threshold]
             if not big or len(big) == len(cluster.members):
                 continue  # a cluster of nothing but constants keeps them
             hoisted.update(big)
