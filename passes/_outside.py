@@ -51,9 +51,7 @@ def outside_members(view, clustered, backend, groups=()):
     ops = view.ops
     # Ask once per op type of the graph; most graphs have none of these ops, and then no node is
     # looked at one by one.
-    op_types = view.cache.get("op_types")
-    if op_types is None:
-        op_types = view.cache["op_types"] = frozenset(ops)
+    op_types = view.op_types()
     per_op = {}
     for op in op_types:
         reason = rule(None, op_def_for(op))

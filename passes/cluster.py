@@ -442,9 +442,7 @@ def variable_copies(view, names):
     """
     copies = {}
     nodes = view.nodes
-    op_types = view.cache.get("op_types")
-    if op_types is None:
-        op_types = view.cache["op_types"] = frozenset(view.ops)
+    op_types = view.op_types()
     if op_types.isdisjoint(_COPIED_VARIABLE_OPS):
         return copies
     for i in [i for i, op in enumerate(view.ops) if op in _COPIED_VARIABLE_OPS]:

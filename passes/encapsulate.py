@@ -444,12 +444,11 @@ class EncapsulatePass(PassBase):
         arg_dsts, result_dsts = dsts if dsts is not None else (every, every)
         owner_of = cluster_of.get
         data_inputs = view.data_inputs
-        ops, functions = view.ops, view.functions
-
-        def may_read_refs(dst):
-            # Only an input its OpDef declares a ref is a ref edge: the others need no dtype.
-            op = ops[dst]
-            return op in functions or has_ref_inputs(op)
+        ops = view.ops
+        # The op types whose nodes may read a ref: only an input its OpDef declares a ref is a
+        # ref edge, so the other edges need no dtype.
+        ref_readers = {op for op in view.op_types()
+                       if op in view.functions or has_ref_inputs(op)}
 
         # Per cluster, its control inputs as a set too (the list keeps their order).
         control_seen = {}
@@ -462,7 +461,7 @@ class EncapsulatePass(PassBase):
             if cluster is None:
                 continue
             const_copies, var_copies = cluster.const_copies, cluster.var_copies
-            ref_inputs = may_read_refs(dst)
+            ref_inputs = ops[dst] in ref_readers
             for slot, (src, port) in enumerate(data_inputs[dst]):
                 if owner_of(src) == cname or src in const_copies or src in var_copies:
                     continue
@@ -504,7 +503,7 @@ class EncapsulatePass(PassBase):
                 if dname in clusters and (src in clusters[dname].const_copies
                                           or src in clusters[dname].var_copies):
                     continue
-                t = view.edge_type(dst, slot) if may_read_refs(dst) else None
+                t = view.edge_type(dst, slot) if ops[dst] in ref_readers else None
                 if t is not None and is_ref_type(t):
                     raise RewriteError(
                         f"Ref Tensors (e.g., Variables) are not supported as results: "

@@ -223,6 +223,13 @@ class GraphView:
     def __len__(self):
         return len(self.ops)
 
+    def op_types(self):
+        """The set of op types of the graph's nodes (cached)."""
+        found = self.cache.get("op_types")
+        if found is None:
+            found = self.cache["op_types"] = frozenset(self.ops)
+        return found
+
     def __contains__(self, name):
         return name in self.index
 
