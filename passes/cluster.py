@@ -243,7 +243,11 @@ class _Clusterer:
             unsettled = []
             for entry in contractible:
                 dst, sources = entry
-                if len(sources) > 1:
+                if len(sources) == 2:  # the common case, without a sort
+                    x, y = sources
+                    if c_rank[find(x)] < c_rank[find(y)]:
+                        sources = (y, x)
+                elif len(sources) > 2:
                     sources = sorted(sources, key=lambda x: c_rank[find(x)], reverse=True)
                 settled = True
                 for src in sources:
