@@ -120,8 +120,7 @@ def _light_copy(node, target, tensor):
 def strip_payloads(graph_def, min_bytes=None, *, ops=None):
     """A light copy of ``graph_def`` and the store that restores it.
 
-    Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) whose data is stored in
-    the graph are set aside (a splat of one value over a large shape is not). Returns
+    Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns
     ``(graph_def, None)`` unchanged when they come to less than ``MIN_TOTAL_BYTES`` together,
     so graphs with small weights pay nothing. ``graph_def`` itself is never modified.
     ``ops``, the op type of every node in order (a GraphView's ``ops``), spares reading every
@@ -136,11 +135,7 @@ def strip_payloads(graph_def, min_bytes=None, *, ops=None):
         ops = [node.op for node in nodes]
     for k in [k for k, op in enumerate(ops) if op == "Const"]:
         node = nodes[k]
-        if node.ByteSize() < min_bytes:
-            # Its data is smaller still (a splat holds one value whatever its shape): copying
-            # it costs nothing worth saving. One C call, a third of the attr reads below.
-            continue
-        # The size (one attr read); the marker only for the few big ones.
+        # The size first (one attr read); the marker only for the few big ones.
         value = node.attr.get("value")
         if value is None:
             continue
