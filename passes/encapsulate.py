@@ -133,6 +133,8 @@ class _Cluster:
         self.anchor = None         # first member in the original clustering
         self.part_of = None        # the cluster this step belongs to (steps 1, 2, ...)
         self.placed = None         # (inputs, outputs) of the original's GeOp, when they differ
+        self.types_in = None       # base dtypes of the inputs, then of the outputs (built once)
+        self.types_out = None
 
     @property
     def position(self):
@@ -595,10 +597,15 @@ class EncapsulatePass(PassBase):
         return types
 
     def _input_types(self, view, cluster):
-        return self._tensor_types(view, cluster, cluster.inputs, "enters")
+        # Asked for the node and for the function: worked out once (the plan is final then).
+        if cluster.types_in is None:
+            cluster.types_in = self._tensor_types(view, cluster, cluster.inputs, "enters")
+        return cluster.types_in
 
     def _output_types(self, view, cluster):
-        return self._tensor_types(view, cluster, cluster.outputs, "leaves")
+        if cluster.types_out is None:
+            cluster.types_out = self._tensor_types(view, cluster, cluster.outputs, "leaves")
+        return cluster.types_out
 
     def _rewire_host_node(self, view, i, copy, clusters, cluster_of):
         nodes = view.nodes
