@@ -176,6 +176,10 @@ class _Clusterer:
         c_blocked = [False] * m
         for v in range(n):
             cv = cnode[v]
+            if no_contract[v] and not back[v]:
+                c_blocked[cv] = True
+            if comp[v] != v:
+                continue  # joined in phase 1: every producer is in its own group
             for u in preds_of[v]:
                 if back[u]:
                     continue
@@ -183,8 +187,6 @@ class _Clusterer:
                 if cu != cv:
                     succ_sets[cu].add(cv)
                     preds_c[cv][cu] = None
-            if no_contract[v] and not back[v]:
-                c_blocked[cv] = True
         c_candidate = [candidate[r] for r in members_of]
         c_label = [labels[r] for r in members_of]
         # Kahn's order of the condensed DAG, seeded in the original topological order.
