@@ -506,3 +506,12 @@ def test_may_have_dtype_is_conservative_for_unknown_ops_and_cluster_nodes():
     resource = frozenset({RESOURCE})
     assert may_have_dtype(node_def_pb2.NodeDef(name="u", op="NoSuchOp"), resource)
     assert may_have_dtype(node_def_pb2.NodeDef(name="g", op="GeOp"), resource)
+
+
+def test_invalid_node_names_agrees_with_the_check_per_name():
+    from npu_adapter.graph.names import invalid_node_names, is_valid_node_name
+
+    names = ["a", "scope/b_1", ".x", "ok/>", "", "b\nc", "_x", "x:y", "a\n", "-y", "é"]
+    assert invalid_node_names(names) == [n for n in names if not is_valid_node_name(n)]
+    assert invalid_node_names(["a", "b/c", "d.e-f>g"]) == []
+    assert invalid_node_names([]) == []

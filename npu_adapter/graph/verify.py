@@ -7,7 +7,7 @@ rejected with the full list of what is wrong (node names included) before anythi
 import collections
 
 from npu_adapter.errors import GraphInvariantError
-from npu_adapter.graph.names import is_valid_node_name, node_name_of
+from npu_adapter.graph.names import invalid_node_names, node_name_of
 from npu_adapter.graph.types import may_reference_functions
 from npu_adapter.graph.view import GraphView
 
@@ -53,9 +53,8 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
     for name in view.duplicate_names:
         found.append(
             Violation("duplicate_name", name, f"node name {name!r} is used more than once"))
-    for name in view.names:
-        if not is_valid_node_name(name):
-            found.append(Violation("invalid_name", name, f"invalid node name {name!r}"))
+    for name in invalid_node_names(view.names):
+        found.append(Violation("invalid_name", name, f"invalid node name {name!r}"))
     for i in view.misordered:
         node = view.nodes[i]
         found.append(Violation(
