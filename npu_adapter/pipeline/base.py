@@ -4,11 +4,11 @@ A pass has a unique snake_case ``name``, typed options given to its constructor,
 ``run(graph_def, ctx) -> PassResult`` that is deterministic and never mutates its input, with one
 exception: when ``ctx.may_edit(graph_def)`` says the running pipeline owns the input (an
 intermediate graph nobody else holds), the pass may edit it in place and return it, instead of
-editing a copy (see :meth:`PassContext.may_edit`). Dumps,
-timing and invariant checks are instruments around passes
-(``npu_adapter.pipeline.instruments``), never code inside them. State that later passes need
-travels in the GraphDef itself (node attributes such as ``_subgraphs``, as in the original TF
-Adapter), so every pass can run on its own on a GraphDef that carries those attributes."""
+editing a copy (see :meth:`PassContext.may_edit`). Dumps, timing and invariant checks are
+instruments around passes (``npu_adapter.pipeline.instruments``), never code inside them. State
+that later passes need travels in the GraphDef itself (node attributes such as ``_subgraphs``, as
+in the original TF Adapter), so every pass can run on its own on a GraphDef that carries those
+attributes."""
 
 import collections
 import dataclasses
@@ -24,7 +24,8 @@ class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", 
 
     Attributes:
         graph_def: the output GraphDef (the input object itself when nothing changed, or when
-            the pass edited an input the pipeline owns, see ``PassContext.may_edit``).
+            the pass edited an input the pipeline owns, see ``PassContext.may_edit``). A new
+            graph belongs to the run from then on: the pass keeps no reference to it.
         modified: True exactly when the output differs from the input (as it was before the
             pass ran).
         info: small dict of artifacts for logs and reports (counts, tables). Later passes must
@@ -119,9 +120,8 @@ class PassContext:
         ``"names"``, the name of every node in order, ``"body_names"``, function name → the
         names of its body's nodes in order (for some functions of the library),
         ``"scoped_functions"``, those of them whose body carries a ``subgraph_multi_dims_scope``
-        shape, and
-        ``"annotation_free"``, True when no node or function body carries a placement
-        annotation (what ``finalize`` removes).
+        shape, and ``"annotation_free"``, True when no node or function body carries a
+        placement annotation (what ``finalize`` removes).
         Empty for a graph nobody described; facts are only ever a shortcut for what the graph
         itself says (keeps the three most recent graphs)."""
         facts = self.known_facts(graph_def)
