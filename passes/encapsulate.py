@@ -133,8 +133,8 @@ class _Cluster:
         self.anchor = None         # first member in the original clustering
         self.part_of = None        # the cluster this step belongs to (steps 1, 2, ...)
         self.placed = None         # (inputs, outputs) of the original's GeOp, when they differ
-        self.types_in = None       # base dtypes of the inputs, then of the outputs (built once)
-        self.types_out = None
+        self.types_in = None       # base dtypes of the inputs (worked out once)
+        self.types_out = None      # base dtypes of the outputs (worked out once)
 
     @property
     def position(self):
@@ -655,7 +655,8 @@ class EncapsulatePass(PassBase):
 
         port_names = {}
 
-        def body_ref(src, port, all_ports=False):
+        def port_refs(src):
+            """The body-local reference of each output port of ``src`` (built once)."""
             names = port_names.get(src)
             if names is None:
                 names = output_port_names(nodes[src], view.functions)
@@ -666,7 +667,7 @@ class EncapsulatePass(PassBase):
                         node=nodes[src].name)
                 # Whole references per port, built once per producer.
                 names = port_names[src] = [f"{view.names[src]}:{suffix}" for suffix in names]
-            return names if all_ports else names[port]
+            return names
 
         for const, cname in copy_name.items():
             body = fdef.node_def.add()
@@ -704,8 +705,8 @@ class EncapsulatePass(PassBase):
                 inputs = []
                 for src, port in data:
                     if src in member_set:
-                        refs = port_names.get(src)
-                        inputs.append((refs if refs is not None else body_ref(src, 0, True))[port])
+                        refs = port_names.get(src)  # (port_refs inlined: the common case)
+                        inputs.append((refs if refs is not None else port_refs(src))[port])
                     elif src in copy_name:
                         inputs.append(f"{copy_name[src]}:output:0")
                     else:
@@ -726,7 +727,7 @@ class EncapsulatePass(PassBase):
             arg = fdef.signature.output_arg.add()
             arg.name = function_arg_name(f"{nodes[src].name}_{port}_retval", ret_names)
             arg.type = out_types[k]
-            ref = body_ref(src, port)
+            ref = port_refs(src)[port]
             src_types = view.output_types(src) or ()
             if port < len(src_types) and is_ref_type(src_types[port]):
                 # A function cannot return a ref: read it through an Identity, as the original's
