@@ -390,6 +390,35 @@ def test_session_calls_the_chosen_gear_directly(on_user_graph):
     plain.close()
 
 
+def test_repeated_shapes_repeat_the_selection_and_are_counted_each_run():
+    """A step whose fed shapes an earlier step of the same fetches had repeats that step's
+    selection (the session keeps it per run plan): every run is counted, in the right gear,
+    and a new shape, or a shape in no gear, still selects anew."""
+    config = NpuConfig.from_dict(dict(PAD_UP, input_shape="x:-1,16", dynamic_dims="4;8;16",
+                                      npu_adapter_gear_unpad="probs:0:0")).to_config_proto()
+    g = tf.Graph()
+    with g.as_default():
+        tf.graph_util.import_graph_def(mlp_graph(), name="")
+    plain = plain_session_class()(graph=g)
+    rows_run = (3, 3, 9, 3, 4, 9, 9)
+    with NpuSession(graph=g, config=config) as sess:
+        for k, rows in enumerate(rows_run):
+            value = np.random.RandomState(k).rand(rows, 16).astype(np.float32)
+            np.testing.assert_allclose(sess.run("probs:0", {"x:0": value}),
+                                       plain.run("probs:0", {"x:0": value}), rtol=1e-5)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
+            sess.run("probs:0", {"x:0": np.zeros((17, 16), np.float32)})
+        with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
+            sess.run("probs:0", {"x:0": np.zeros((17, 16), np.float32)})
+        (plan,) = [p for p in sess._npu_fast.values() if p.choices is not None]
+        assert sorted(plan.choices) == [((3, 16),), ((4, 16),), ((9, 16),), ((17, 16),)]
+        (st,) = sess.npu_gear_stats().values()
+    plain.close()
+    assert st["runs"] == len(rows_run) and st["gear_counts"] == {0: 4, 2: 3}
+    assert st["actual_elements"] == sum(rows_run) * 16
+    assert st["padded_elements"] == (4 * 4 + 16 * 3) * 16
+
+
 def test_large_constants_stay_outside_cluster_functions():
     res = rewrite(cnn_graph(), {}, fetches=["logits:0"])
     (cluster,) = res.clusters

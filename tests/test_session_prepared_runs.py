@@ -258,6 +258,27 @@ def test_a_signature_that_takes_the_shadow_frees_its_callable(calls):
     np.testing.assert_allclose(got_y, want_y, rtol=1e-6)
 
 
+def test_a_gear_that_runs_on_the_user_graph_runs_through_a_callable(calls):
+    """With the exact policy the session calls the gear the fed shape selects; that gear's copy
+    of the cluster is the user's nodes again, so it runs on the direct session, through a
+    callable made at its first run (``Session.run`` would cost more per step)."""
+    graph, x, _, y = frozen_graph()
+    gears = {"input_shape": "x:-1,4", "dynamic_dims": "2;3", "dynamic_node_type": 1}
+    values = [feed(rows=rows, seed=k) for k, rows in enumerate((2, 3, 2, 2, 3))]
+    with PlainSession(graph=graph) as plain:
+        want = [plain.run(y, {x: v}) for v in values]
+    calls.update(dict.fromkeys(calls, 0))
+    with NpuSession(graph=graph, config=npu_config(**gears)) as sess:
+        got = [sess.run(y, {x: v}) for v in values]
+        assert sess._npu_direct._npu_prepared.prepared_count() == 1
+        with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
+            sess.run(y, {x: feed(rows=4)})  # the dispatcher, on the shadow
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert calls["make"] == 1 and calls["run_callable"] == len(values)
+    assert calls["session_run"] == 1  # the failed run only
+
+
 def test_large_graphs_are_not_prepared(calls, monkeypatch):
     from npu_adapter.session import core
 

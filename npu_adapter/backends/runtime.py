@@ -82,10 +82,12 @@ class Variant:
 @dataclasses.dataclass(frozen=True)
 class Selection:
     """What :meth:`Program.select` decided for one run: the variant and the gear per gear
-    cluster (``None`` where the shapes were not visible or matched no gear)."""
+    cluster (``None`` where the shapes were not visible or matched no gear). ``counted`` is
+    what the run added to the gear statistics (:meth:`Program.count_again` adds it again)."""
 
     variant: Variant
     gears: tuple = ()
+    counted: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -195,6 +197,19 @@ class Program:
         """Whether :meth:`select` reads the fed shapes (gears or lazy_recompile)."""
         return bool(self.gear_clusters) or self.lazy
 
+    @property
+    def repeatable(self):
+        """Whether :meth:`select` gives the same Selection whenever the fed shapes are the same,
+        and a repeat changes nothing but the gear statistics: a caller may then keep the
+        Selection of a set of shapes and call :meth:`count_again` with it instead (the
+        session's per-step path). Not with ``lazy_recompile``, whose shape cache evicts.
+        A subclass whose :meth:`select` does more on a repeat must say False."""
+        return not self.lazy
+
+    def count_again(self, selection):
+        """Count a run that repeats ``selection`` (see :attr:`repeatable`)."""
+        self._count_gears(selection.counted)
+
     @staticmethod
     def _scan(result):
         gears = []
@@ -218,7 +233,7 @@ class Program:
         if self.lazy:
             gears, counted = self._choose_gears(fed_shapes) if self.gear_clusters else ((), ())
             self._count_gears(counted)
-            return Selection(self._lazy_variant(fed_shapes), gears)
+            return Selection(self._lazy_variant(fed_shapes), gears, counted)
         # Gear dispatch runs on every step: the decision for a set of shapes is made once and
         # replayed (a few microseconds of a small model's step), statistics included.
         key = tuple(fed_shapes.items())
@@ -227,21 +242,21 @@ class Program:
             gears, counted = self._choose_gears(fed_shapes) if self.gear_clusters else ((), ())
             if gears and all(g is not None for g in gears) and \
                     all(c.policy == "exact" for c in self.gear_clusters):
-                selection = Selection(Variant(("gears", gears)), gears)
+                selection = Selection(Variant(("gears", gears)), gears, counted)
             else:
-                selection = Selection(Variant(None), gears)
-            memo = (selection, counted)
+                selection = Selection(Variant(None), gears, counted)
+            memo = selection
             if len(self._decisions) < _DECISIONS_MAX:
                 self._decisions[key] = memo
-        selection, counted = memo
-        self._count_gears(counted)
-        return selection
+        self._count_gears(memo.counted)
+        return memo
 
     def _choose_gears(self, fed_shapes):
-        """``(gear per gear cluster, what to count)``: the second item lists ``(cluster, gear,
-        fed elements, computed elements)`` for :meth:`_count_gears`."""
+        """``(gear per gear cluster, what to count)``: the second item lists ``(the cluster's
+        ClusterStats, gear, fed elements, computed elements)`` for :meth:`_count_gears`."""
         chosen = []
         counted = []
+        record = self.runtime.stats_record
         for cluster in self.gear_clusters:
             try:
                 shapes = [tuple(fed_shapes[self._user_name.get(name, name)])
@@ -259,17 +274,17 @@ class Program:
                 for d in shape:
                     size *= int(d)
                 fed += size
-            counted.append((cluster, g, fed, cluster.table.elements(g)))
+            with self.runtime.lock:
+                st = record.cluster(cluster.name)
+                st.policy = cluster.policy
+            counted.append((st, g, fed, cluster.table.elements(g)))
         return tuple(chosen), tuple(counted)
 
     def _count_gears(self, counted):
         if not counted:
             return
-        stats = self.runtime.stats_record
         with self.runtime.lock:
-            for cluster, g, fed, computed in counted:
-                st = stats.cluster(cluster.name)
-                st.policy = cluster.policy
+            for st, g, fed, computed in counted:
                 st.runs += 1
                 st.gear_counts[g] = st.gear_counts.get(g, 0) + 1
                 st.actual_elements += fed

@@ -152,7 +152,8 @@ class PreparedRuns:
                 self._ready[key].set()
 
     def release(self, session, key):
-        """Free the callable of ``key`` (a signature that will not run on ``session``)."""
+        """Free the callable of ``key`` (a signature that will not run on ``session``); the key
+        may be claimed again."""
         with self._lock:
             event = self._ready.get(key)
         if event is None:
@@ -160,6 +161,8 @@ class PreparedRuns:
         event.wait()
         with self._lock:
             found = self._callables.pop(key, None)
+            # Claimable again: a variant of the signature may run here later (a gear).
+            self._ready.pop(key, None)
             self._plans.clear()
         if found is not None and session._session is not None and not session._closed:
             tf_session.TF_SessionReleaseCallable(session._session, found.handle)
