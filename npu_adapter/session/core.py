@@ -868,7 +868,7 @@ class _NpuSessionMixin:
                 if inlined is None:
                     inlined = _inlined(light, _cluster_names(result))
                 light = inlined.graph_def
-        if not (inline and self._npu_gears_may_run_direct(signature)):
+        if not (inline and stateless and self._npu_gears_may_run_direct(signature)):
             self._npu_release_unused_direct(signature.names)
         signature.base = shadow.install(light, user_nodes, payloads=payloads, **maps)
 
@@ -876,7 +876,8 @@ class _NpuSessionMixin:
         """Whether the runs of ``signature`` (on the shadow) will call one gear directly
         (exact policy, every gear cluster): a gear's static-shape copy of the cluster is
         often the user's nodes again, which then run on the direct session through the
-        callable prepared while the signature was rewritten (so it is kept)."""
+        callable prepared while the signature was rewritten (so it is kept; the caller asks
+        only for a signature that keeps no state, the condition for such a run)."""
         program = self._npu_program(signature)
         return bool(program.gear_clusters) and program.repeatable and \
             all(c.policy == "exact" for c in program.gear_clusters)
