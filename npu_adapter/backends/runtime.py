@@ -190,7 +190,7 @@ class Program:
         self._lazy_uses = {}     # shape key -> [use count, age]
         self._seen_shapes = set()
         self._age = 0
-        self._decisions = {}     # fed shapes -> (Selection, gear statistics to count)
+        self._decisions = {}     # fed shapes -> Selection (its gear statistics included)
 
     @property
     def needs_shapes(self):
@@ -237,19 +237,18 @@ class Program:
         # Gear dispatch runs on every step: the decision for a set of shapes is made once and
         # replayed (a few microseconds of a small model's step), statistics included.
         key = tuple(fed_shapes.items())
-        memo = self._decisions.get(key)
-        if memo is None:
+        selection = self._decisions.get(key)
+        if selection is None:
             gears, counted = self._choose_gears(fed_shapes) if self.gear_clusters else ((), ())
             if gears and all(g is not None for g in gears) and \
                     all(c.policy == "exact" for c in self.gear_clusters):
                 selection = Selection(Variant(("gears", gears)), gears, counted)
             else:
                 selection = Selection(Variant(None), gears, counted)
-            memo = selection
             if len(self._decisions) < _DECISIONS_MAX:
-                self._decisions[key] = memo
-        self._count_gears(memo.counted)
-        return memo
+                self._decisions[key] = selection
+        self._count_gears(selection.counted)
+        return selection
 
     def _choose_gears(self, fed_shapes):
         """``(gear per gear cluster, what to count)``: the second item lists ``(the cluster's
