@@ -64,6 +64,16 @@ def test_a_process_with_an_empty_memory_takes_the_rewrite_from_disk(tmp_path, co
     _same(third, fresh)
 
 
+def test_the_cache_says_whether_it_holds_entries(tmp_path):
+    disk = rewrite_cache.disk_cache(as_npu_config({"npu_adapter_cache_dir": str(tmp_path)}))
+    assert not disk.holds_entries()  # no folder of ours yet
+    (tmp_path / "npu_adapter_rewrite" / "ab").mkdir(parents=True)
+    (tmp_path / "npu_adapter_rewrite" / "ab" / "notes.txt").write_text("not an entry")
+    assert not disk.holds_entries()
+    _rewrite(_graph_def(), {"npu_adapter_cache_dir": str(tmp_path)})
+    assert disk.holds_entries()
+
+
 def test_graph_compiler_cache_dir_is_the_fallback_location(tmp_path, counted_passes):
     _rewrite(_graph_def(), {"graph_compiler_cache_dir": str(tmp_path)})
     assert glob.glob(str(tmp_path / "npu_adapter_rewrite" / "*" / "*.pb"))

@@ -279,6 +279,43 @@ def test_a_gear_that_runs_on_the_user_graph_runs_through_a_callable(calls):
     assert calls["session_run"] == 1  # the failed run only
 
 
+def test_with_a_warm_disk_cache_large_weights_are_prepared_on_the_calling_thread(
+        calls, monkeypatch, tmp_path):
+    """A process started on a disk cache that holds entries rewrites from it: little rewrite
+    work is left to overlap, and the preparing thread's first copy of large weights costs more
+    than it saves, so the signature is prepared on the calling thread, before the rewrite
+    (graphs with small weights keep the overlap)."""
+    from npu_adapter.pipeline import rewrite_cache
+    from npu_adapter.session import core
+
+    handed = []
+    original = core.in_background
+    monkeypatch.setattr(core, "in_background", lambda work: handed.append(work) or
+                        original(work))
+    monkeypatch.setattr(core, "PREPARE_HERE_MIN_CONSTANT_BYTES", 4 * 3 * 4)  # this graph's w
+    options = {"npu_adapter_cache_dir": str(tmp_path)}
+    values = [feed(seed=k) for k in range(2)]
+    graph, x, _, y = frozen_graph()
+    assert core._constant_bytes(graph) == 4 * 3 * 4 + 4
+    with PlainSession(graph=graph) as plain:
+        want = [plain.run(y, {x: value}) for value in values]
+    calls.update(dict.fromkeys(calls, 0))
+    for value, expected in zip(values, want):
+        # The first session fills the cache; the next starts as a new process would.
+        rewrite_cache.MEMORY.clear()
+        graph, x, _, y = frozen_graph()
+        with NpuSession(graph=graph, config=npu_config(**options)) as sess:
+            np.testing.assert_allclose(sess.run(y, {x: value}), expected, rtol=1e-6)
+    assert len(handed) == 1  # the first session only: the cache was empty
+    assert calls["make"] == 2 and calls["run_callable"] == 2 and calls["session_run"] == 0
+    monkeypatch.setattr(core, "PREPARE_HERE_MIN_CONSTANT_BYTES", 4 * 3 * 4 + 5)
+    rewrite_cache.MEMORY.clear()
+    graph, x, _, y = frozen_graph()
+    with NpuSession(graph=graph, config=npu_config(**options)) as sess:
+        sess.run(y, {x: values[0]})
+    assert len(handed) == 2  # weights under the bound: prepared beside the rewrite again
+
+
 def test_large_graphs_are_not_prepared(calls, monkeypatch):
     from npu_adapter.session import core
 

@@ -88,6 +88,13 @@ _FAST_TYPES = (tf.Tensor, tf.Operation, str)
 # ResNet-50, ~100 MB of weights, peaked 200 MB higher; MobileNetV2, 14 MB, gained 24 ms of a
 # 0.4 s first run from the copy alone).
 PREPARE_MAX_CONSTANT_BYTES = 32 << 20
+# The preparation runs on the calling thread instead, before the rewrite, when the constants
+# hold at least this much and the rewrite will most likely come from the disk cache (it holds
+# entries: a process started again on a warm cache): the preparing thread's first copy of
+# the weights touches fresh memory (its own malloc arena), which costs more than the little
+# rewrite work left to overlap (a frozen MobileNetV2, 14 MB: 285 against 302 ms; LeNet
+# training, far smaller, gains from the overlap still: 75 against 79 ms).
+PREPARE_HERE_MIN_CONSTANT_BYTES = 4 << 20
 # RewriteResult.derived keys (facts of the installed form, cached with the rewrite): it is the
 # user's own nodes (session/direct.py); it keeps no state across runs.
 _USER_NODES_FACT = "installed_form_is_user_nodes"
@@ -551,15 +558,21 @@ class _NpuSessionMixin:
                 self._npu_direct = session
         return session
 
-    def _npu_prepare_direct_session(self, names):
-        """Prepare the signature ``names`` on the direct session, on the process's preparing
-        thread, while this thread rewrites it: open the session, hand TensorFlow the user's
-        graph (``ExtendSession``) and make the signature's callable
+    def _npu_prepare_direct_session(self, names, now=False):
+        """Prepare the signature ``names`` on the direct session: open the session, hand
+        TensorFlow the user's graph (``ExtendSession``) and make the signature's callable
         (:mod:`npu_adapter.session.prepared_runs`). Neither runs anything; a failure shows
-        again where the run needs it. (TensorFlow works without the
-        GIL: on a frozen MobileNetV2 most of the 35-40 ms its copy of the graph takes overlaps
-        the rewrite, on LeNet training the 15-20 ms per signature of its executors; see
-        PREPARE_MAX_CONSTANT_BYTES for larger graphs.)"""
+        again where the run needs it.
+
+        By default on the process's preparing thread, while this thread reads the user's graph
+        and rewrites it (TensorFlow works without the GIL: on LeNet training the 15-20 ms per
+        signature of its executors overlap the rewrite; see PREPARE_MAX_CONSTANT_BYTES for
+        larger graphs). With ``now`` (the rewrite will most likely come from the disk cache,
+        so there is little to overlap) here and at once: a thread's first large allocations
+        touch fresh memory (glibc gives each thread an arena of its own), and in a fresh
+        process the preparing thread's copy of a frozen MobileNetV2 took 45-50 ms against
+        28 ms on the main thread. Fresh processes with a warm disk cache, medians of 10:
+        285 ms here, 302 ms on the preparing thread, 268 ms for a plain session."""
         if self.__dict__.get("_npu_prepare_stopped"):
             return  # a session whose signatures took the shadow paid for it once
         key = run_key(*names)
@@ -570,7 +583,24 @@ class _NpuSessionMixin:
                 if session._npu_prepared.claim(key):
                     session._npu_prepared.prepare(session, key)
 
+        if now:
+            prepare()
+            return
         self.__dict__.setdefault("_npu_preparing", []).append(in_background(prepare))
+
+    def _npu_disk_cache_warm(self):
+        """Whether this session's rewrites come from a disk cache that holds entries already
+        (a process started again on a warm ``npu_adapter_cache_dir``); a bad directory is
+        reported by the rewrite, not here."""
+        if not getattr(self._npu_backend, "portable_rewrites", False):
+            return False
+        from npu_adapter.pipeline import rewrite_cache
+
+        try:
+            disk = rewrite_cache.disk_cache(self._npu_config)
+        except Exception:  # reported by the rewrite that needs it
+            return False
+        return disk is not None and disk.holds_entries()
 
     def _npu_prepare_variant(self, plan):
         """A variant of ``plan``'s signature runs on the user's graph (a gear's static-shape
@@ -797,10 +827,14 @@ class _NpuSessionMixin:
         signature.loop = loop_target(ops, config)
         inline = self._npu_backend.inlines_calls_at_install and self._npu_dump is None and \
             signature.loop is None
-        # Prepared first: TensorFlow's part runs while the user's graph is read and rewritten.
-        if inline and self._npu_direct_allowed() and shadow.user_graph_op_fact(
-                "constant_bytes", _constant_bytes) <= PREPARE_MAX_CONSTANT_BYTES:
-            self._npu_prepare_direct_session(signature.names)
+        # Prepared first: TensorFlow's part runs while the user's graph is read and rewritten
+        # (or at once: see PREPARE_HERE_MIN_CONSTANT_BYTES).
+        constant_bytes = shadow.user_graph_op_fact("constant_bytes", _constant_bytes) \
+            if inline and self._npu_direct_allowed() else None
+        if constant_bytes is not None and constant_bytes <= PREPARE_MAX_CONSTANT_BYTES:
+            here = constant_bytes >= PREPARE_HERE_MIN_CONSTANT_BYTES and \
+                self._npu_disk_cache_warm()
+            self._npu_prepare_direct_session(signature.names, now=here)
         graph_def, user_nodes = shadow.user_graph_def()
         # The proof that the installed form is the user's own nodes depends only on what the
         # rewrite's cache key covers: it is derived once and cached with the result (a fresh
