@@ -122,23 +122,6 @@ class RewriteCache:
         graph_def.CopyFrom(light)
         return graph_def, copy.copy(result)
 
-    def holds_entries(self):
-        """Whether the directory holds at least one entry (of any graph): a process that
-        starts with such a cache most likely rewrites from it. Reads directory listings only,
-        until the first entry."""
-        suffix = self.store.suffix
-        try:
-            with os.scandir(self.store.root) as shards:
-                for shard in shards:
-                    if not shard.is_dir():
-                        continue
-                    with os.scandir(shard.path) as files:
-                        if any(f.name.endswith(suffix) for f in files):
-                            return True
-        except OSError:
-            return False
-        return False
-
     def put(self, key, light_graph_def, result):
         """Remember ``result`` (its ``graph_def`` is replaced by ``light_graph_def``)."""
         stored = type(light_graph_def)()
