@@ -229,6 +229,22 @@ class CompileCache:
                 found.append((st.st_mtime, st.st_size, key))
         return found
 
+    def has_entries(self):
+        """Whether at least one complete entry exists (:meth:`entries` would list one); reads
+        directory listings only, until the first."""
+        try:
+            with os.scandir(self.root) as folders:
+                for folder in folders:
+                    if not folder.is_dir():
+                        continue
+                    with os.scandir(folder.path) as files:
+                        if any(f.name.endswith(self.suffix) and not f.name.startswith(".tmp-")
+                               for f in files):
+                            return True
+        except OSError:  # no folder of ours yet
+            return False
+        return False
+
     def total_bytes(self):
         """Total size of the artefacts."""
         return sum(size for _, size, _ in self.entries())

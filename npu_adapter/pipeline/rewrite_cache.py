@@ -209,20 +209,8 @@ class DiskRewriteCache:
 
     def holds_entries(self):
         """Whether the directory holds at least one entry (of any graph): a process that
-        starts with such a cache most likely rewrites from it. Reads directory listings only,
-        until the first entry."""
-        suffix = self.store.suffix
-        try:
-            with os.scandir(self.store.root) as shards:
-                for shard in shards:
-                    if not shard.is_dir():
-                        continue
-                    with os.scandir(shard.path) as files:
-                        if any(f.name.endswith(suffix) for f in files):
-                            return True
-        except OSError:
-            return False
-        return False
+        starts with such a cache most likely rewrites from it."""
+        return self.store.has_entries()
 
     def put(self, key, light_graph_def, result):
         """Store ``result`` (with ``light_graph_def`` as its graph); False when its fields do
