@@ -327,11 +327,10 @@ def cond_regions(view):
 
 
 def _compute_cond_regions(view):
-    nodes = view.nodes
     ops = view.ops
-    merges = [i for i, n in enumerate(nodes) if n.op in ("Merge", "RefMerge")]
-    if not merges:
+    if view.op_types().isdisjoint(("Merge", "RefMerge")):
         return []
+    merges = [i for i, op in enumerate(ops) if op in ("Merge", "RefMerge")]
     regions = []
     for m in merges:
         preds = view.predecessors(m)

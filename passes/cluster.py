@@ -204,7 +204,8 @@ class _Clusterer:
         rank = [0] * m
         for r_, c in enumerate(c_order):
             rank[c] = r_
-        cycles = GraphCycles.from_successors(rank, succ_lists)
+        # (The successor sets and the predecessors are the DAG's: no copy of either.)
+        cycles = GraphCycles.from_edge_sets(rank, succ_sets, [set(p) for p in preds_c])
 
         parent = list(range(m))
 

@@ -49,6 +49,18 @@ class GraphCycles:
         self.alive = [True] * n
         return self
 
+    @classmethod
+    def from_edge_sets(cls, ranks, out_sets, in_sets):
+        """The DAG whose node ``i`` has successors ``out_sets[i]`` and predecessors
+        ``in_sets[i]`` (sets, the same edges seen from both ends, all respecting ``ranks``).
+        The sets are taken over, not copied: the caller must not use them afterwards."""
+        self = cls.__new__(cls)
+        self.rank = list(ranks)
+        self.out = out_sets
+        self.inn = in_sets
+        self.alive = [True] * len(ranks)
+        return self
+
     def has_edge(self, x, y):
         """True when the edge ``x → y`` exists."""
         return y in self.out[x]

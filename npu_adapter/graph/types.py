@@ -26,6 +26,7 @@ __all__ = [
     "node_input_types",
     "dtype_name",
     "output_port_names",
+    "fixed_output_port_names",
     "may_reference_functions",
     "tensor_bytes",
     "dtype_sources",
@@ -311,8 +312,10 @@ def _arg_lengths(args, node, defaults):
 
 
 @functools.cache
-def _fixed_port_names(op_type):
-    """Port names of ops whose output list does not depend on attrs (most ops); else None."""
+def fixed_output_port_names(op_type):
+    """:func:`output_port_names` of every node of registered op ``op_type`` when its output
+    list does not depend on attrs (most ops), read from the OpDef alone; else None. Shared
+    (cached): do not modify the list."""
     op_def = op_def_for(op_type)
     if op_def is None or any(a.number_attr or a.type_list_attr for a in op_def.output_arg):
         return None
@@ -329,7 +332,7 @@ def output_port_names(node, functions=None):
         return [f"{arg.name}:0" for arg in functions[node.op].signature.output_arg]
     if node.op == "GeOp":
         return [f"output:{k}" for k in range(len(node.attr["Tout"].list.type))]
-    fixed = _fixed_port_names(node.op)
+    fixed = fixed_output_port_names(node.op)
     if fixed is not None:
         return fixed
     op_def = op_def_for(node.op)
