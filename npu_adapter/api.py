@@ -31,6 +31,7 @@ from npu_adapter.pipeline.result import (
     clusters_from_graph,
     placement_from_graph,
 )
+from npu_adapter.vocabulary import PREFILTERED_ATTRS
 
 __all__ = ["rewrite", "as_npu_config"]
 
@@ -61,6 +62,17 @@ def _check_input(graph_def, view):
                            code="Unimplemented", node=cycles[0].node)
     if violations:
         raise GraphInvariantError([str(v) for v in violations], context="input graph")
+
+
+def _record_absent_attrs(graph_def, view):
+    """Let the passes skip their walks for the rare attributes no node of ``graph_def``
+    carries (``PREFILTERED_ATTRS``, see GraphView.record_absent_attrs). Serializing costs about
+    as much as two such walks, so it is done when the graph's own nodes outnumber those of its
+    library (the passes walk the former, the bytes hold both)."""
+    if view.graph_def is not graph_def:
+        return
+    if sum(len(f.node_def) for f in graph_def.library.function) <= len(view.ops):
+        view.record_absent_attrs(graph_def.SerializeToString(), PREFILTERED_ATTRS)
 
 
 def _names(values, what, example):
@@ -216,7 +228,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         # lazy_weights, when the result's graph_def is first read). Dumps and instruments see
         # the full graphs. The light graph differs from the user's in attribute values only, so
         # the view is shared.
-        graph_def, payloads = strip_payloads(graph_def, ops=view.ops)
+        graph_def, payloads = strip_payloads(graph_def, view=view)
         if payloads is not None:
             view = view.rebind(graph_def)
     user_view = view
@@ -260,12 +272,14 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
             else:
                 result.graph_def = payloads.restore(light)
             return result
+    if view is None:
+        view = GraphView(work)  # (the first pass would index it)
+    _record_absent_attrs(work, view)
     ctx = PassContext(config=npu_config, backend=backend_obj,
                       fetches=tuple(complete_fetch_ports(fetches)),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),
                       op_support=op_support)
-    if view is not None:
-        ctx.register_view(work, view)
+    ctx.register_view(work, view)
     timing = TimingInstrument()
     checks = []
     if os.environ.get("NPU_ADAPTER_CHECK_PASSES", "") not in ("", "0"):

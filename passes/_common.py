@@ -102,6 +102,7 @@ def publish_placements(ctx, view, graph_def, candidate, reasons):
             facts.pop("annotation_free", None)  # the nodes are annotated now
     if modified:
         out_view = view.rebind(out)
+        out_view.note_attr_written(PLACEMENT_ATTR)
         ctx.register_view(out, out_view)
         remember_placements(out_view, candidate, reasons)
     return out, modified

@@ -86,6 +86,8 @@ class SupportOracle:
         self._functions = {}
         self._per_op = {}
         self._nodes = view.nodes
+        # Whether a node may carry _without_npu_compile (else each answer is its op type's).
+        self._without_possible = view.may_carry_attr(WITHOUT_NPU_COMPILE_ATTR)
 
     def function_supported(self, name, _stack=None):
         """True when library function ``name`` holds only supported ops (Consts allowed).
@@ -162,14 +164,13 @@ class SupportOracle:
 
     def node_support(self, i, *, support_const=False):
         """``(supported, reason)`` for node ``i`` of the view."""
-        node = self._nodes[i]
-        if WITHOUT_NPU_COMPILE_ATTR not in node.attr:
+        if not self._without_possible or WITHOUT_NPU_COMPILE_ATTR not in self._nodes[i].attr:
             # The answer already decided for this op type (only ops whose answer depends on
             # the type alone are remembered), without reading the node again.
             cached = self._per_op.get((self.view.ops[i], support_const))
             if cached is not None:
                 return cached
-        return self._node_ok(node, support_const=support_const)
+        return self._node_ok(self._nodes[i], support_const=support_const)
 
 
 def _has_attr(node, key):

@@ -50,6 +50,7 @@ from npu_adapter.vocabulary import (
     DEVICE_HOST,
     EXECUTES_ATTR,
     PLACEMENT_ATTR,
+    SUBGRAPH_MULTI_DIMS_INDEX_ATTR,
 )
 
 from . import _rules
@@ -414,8 +415,10 @@ def _scope_labels(view):
     """Per node, its ``_subgraph_multi_dims_index`` (None outside any such scope); and whether
     any node carries ``_subgraphs`` already (a stale earlier clustering). One walk for both."""
     labels = [None] * len(view.ops)
-    key = "_subgraph_multi_dims_index"
+    key = SUBGRAPH_MULTI_DIMS_INDEX_ATTR
     stale = False
+    if not view.may_carry_attr(key) and not view.may_carry_attr(CLUSTER_ATTR):
+        return labels, stale
     for i, node in enumerate(view.nodes):
         attrs = node.attr
         if key in attrs:
@@ -608,6 +611,7 @@ class ClusterPass(PassBase):
         modified = out != graph_def if stale else bool(names) or placement_changed
         if modified:
             out_view = view.rebind(out)
+            out_view.note_attr_written(CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR)
             ctx.register_view(out, out_view)
             final = [i in names for i in range(len(initially_candidate))]
             remember_placements(out_view, final, final_reasons)

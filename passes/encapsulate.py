@@ -46,10 +46,10 @@ from npu_adapter.errors import RewriteError
 from npu_adapter.graph.names import function_arg_name, parse_input, unique_name
 from npu_adapter.graph.types import (
     base_type,
+    fixed_output_port_names,
     has_ref_inputs,
     is_ref_type,
     output_port_names,
-    tensor_bytes,
 )
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
@@ -314,20 +314,18 @@ class EncapsulatePass(PassBase):
         hoisted = set()
         if not threshold:
             return hoisted
-        nodes = view.nodes
         data_inputs, control_inputs = view.data_inputs, view.control_inputs
-        # The clustered Consts without inputs, per cluster in member order (GraphDef order),
-        # found from the graph's Consts rather than from every member.
+        # The large clustered Consts without inputs, per cluster in member order (GraphDef
+        # order), found from the sizes of the graph's Consts (usually known since the payloads
+        # were set aside) rather than from every member.
         consts = {}
-        for i, op in enumerate(view.ops):
-            if op == "Const" and not data_inputs[i] and not control_inputs[i]:
+        for i, size in view.const_bytes().items():
+            if size >= threshold and not data_inputs[i] and not control_inputs[i]:
                 cname = cluster_of.get(i)
                 if cname is not None:
                     consts.setdefault(cname, []).append(i)
         for cname, cluster in clusters.items():
-            # Only these Consts are read.
-            big = [i for i in consts.get(cname, ())
-                   if tensor_bytes(nodes[i].attr["value"].tensor) >= threshold]
+            big = consts.get(cname)
             if not big or len(big) == len(cluster.members):
                 continue  # a cluster of nothing but constants keeps them
             hoisted.update(big)
@@ -654,19 +652,28 @@ class EncapsulatePass(PassBase):
             copy_name[const] = unique_name(nodes[const].name + "_copied", body_names)
 
         port_names = {}
+        ops = view.ops
+        functions = view.functions
 
         def port_refs(src):
             """The body-local reference of each output port of ``src`` (built once)."""
             names = port_names.get(src)
             if names is None:
-                names = output_port_names(nodes[src], view.functions)
-                if names is None:
+                op = ops[src]
+                # Most producers are of a registered op with a fixed output list: its suffixes
+                # come from the OpDef, without reading the NodeDef.
+                suffixes = None if op in functions or op == GEOP_OP \
+                    else fixed_output_port_names(op)
+                if suffixes is None:
+                    suffixes = output_port_names(nodes[src], functions)
+                if suffixes is None:
                     raise RewriteError(
                         f"cannot map outputs of {nodes[src].op} node {nodes[src].name!r} inside "
                         f"cluster {cluster.name} (op not registered)", code="Internal",
                         node=nodes[src].name)
                 # Whole references per port, built once per producer.
-                names = port_names[src] = [f"{view.names[src]}:{suffix}" for suffix in names]
+                prefix = view.names[src] + ":"
+                names = port_names[src] = [prefix + suffix for suffix in suffixes]
             return names
 
         for const, cname in copy_name.items():
@@ -686,15 +693,22 @@ class EncapsulatePass(PassBase):
         in_body = sorted(cluster.var_copies) + cluster.members
         written = list(copy_name.values()) + [names[i] for i in in_body]
         scoped = False
+        # (Attributes no node of the graph carries are not looked for on each member.)
+        colocated = view.may_carry_attr("_class")
+        scoped_shapes = view.may_carry_attr(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR)
         for i in in_body:
             body = add_body()
             body.CopyFrom(nodes[i])
             attrs = body.attr
-            # Every member carries the cluster pass's two annotations; only the members it ran
-            # outside or copied carry the other two.
-            for key in _ANNOTATIONS:
-                if key in attrs:
-                    del attrs[key]
+            # Every member carries the cluster pass's two annotations (deleted without a look
+            # first); only the members it ran outside or copied carry the other two.
+            try:
+                del attrs[CLUSTER_ATTR]
+                del attrs[PLACEMENT_ATTR]
+            except KeyError:  # a graph annotated by hand, or in part
+                for key in _ANNOTATIONS:
+                    if key in attrs:
+                        del attrs[key]
             if own_attrs and i in own_attrs:
                 _drop_attrs(body, _BOOKKEEPING)
             data = data_inputs[i]
@@ -717,9 +731,9 @@ class EncapsulatePass(PassBase):
                     elif src in copy_name:
                         inputs.append("^" + copy_name[src])
                 body.input[:] = inputs
-            if "_class" in attrs:
+            if colocated and "_class" in attrs:
                 _drop_stale_colocation(body, body_names)
-            if not scoped and SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in attrs:
+            if scoped_shapes and not scoped and SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in attrs:
                 scoped = True
         ret_names = set()
         out_types = self._output_types(view, cluster)

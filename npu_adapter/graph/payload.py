@@ -117,32 +117,39 @@ def _light_copy(node, target, tensor):
     target.attr[PAYLOAD_ATTR].s = node.name.encode()
 
 
-def strip_payloads(graph_def, min_bytes=None, *, ops=None):
+def strip_payloads(graph_def, min_bytes=None, *, ops=None, view=None):
     """A light copy of ``graph_def`` and the store that restores it.
 
     Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns
     ``(graph_def, None)`` unchanged when they come to less than ``MIN_TOTAL_BYTES`` together,
     so graphs with small weights pay nothing. ``graph_def`` itself is never modified.
     ``ops``, the op type of every node in order (a GraphView's ``ops``), spares reading every
-    NodeDef to find the Consts (a tenth of a second at 100k nodes).
+    NodeDef to find the Consts (a tenth of a second at 100k nodes); ``view``, a GraphView of
+    ``graph_def``, spares reading the Consts too (their sizes are kept in the view, where the
+    passes find them again: see :meth:`GraphView.const_bytes`).
     """
     if min_bytes is None:
         min_bytes = MIN_PAYLOAD_BYTES
     big = []
     total = 0
     nodes = graph_def.node
-    if ops is None:
-        ops = [node.op for node in nodes]
-    for k in [k for k, op in enumerate(ops) if op == "Const"]:
-        node = nodes[k]
-        # The size first (one attr read); the marker only for the few big ones.
-        value = node.attr.get("value")
-        if value is None:
+    if view is not None:
+        sizes = view.const_bytes()
+    else:
+        if ops is None:
+            ops = [node.op for node in nodes]
+        sizes = {}
+        for k in [k for k, op in enumerate(ops) if op == "Const"]:
+            value = nodes[k].attr.get("value")
+            if value is not None:
+                sizes[k] = tensor_bytes(value.tensor)
+    for k, size in sizes.items():
+        if size < min_bytes:
             continue
-        tensor = value.tensor
+        node = nodes[k]
         # Strings are kept: their data is not one buffer that could be moved cheaply.
-        size = tensor_bytes(tensor) if tensor.dtype != types_pb2.DT_STRING else 0
-        if size >= min_bytes and PAYLOAD_ATTR not in node.attr:
+        if node.attr["value"].tensor.dtype != types_pb2.DT_STRING and \
+                PAYLOAD_ATTR not in node.attr:
             big.append(k)
             total += size
     if not big or total < MIN_TOTAL_BYTES:

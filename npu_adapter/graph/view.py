@@ -210,6 +210,13 @@ class GraphView:
             else:
                 other.cache[key] = ([new_of[i] for i in order if new_of[i] >= 0],
                                     [new_of[i] for i in remaining if new_of[i] >= 0])
+        absent = self.cache.get("absent_attrs")
+        if absent is not None:
+            other.cache["absent_attrs"] = absent  # no attr is absent from a superset only
+        sizes = self.cache.get("const_bytes")
+        if sizes is not None:
+            other.cache["const_bytes"] = {new_of[old]: size for old, size in sizes.items()
+                                          if new_of[old] >= 0}
         return other
 
     # ----------------------------------------------------------------------------- lookups
@@ -229,6 +236,45 @@ class GraphView:
         if found is None:
             found = self.cache["op_types"] = frozenset(self.ops)
         return found
+
+    def const_bytes(self):
+        """Node index → size in bytes of the value of every ``Const`` holding one
+        (:func:`~npu_adapter.graph.types.tensor_bytes`; cached, shared, read-only). A rebound
+        view shares it: passes do not change the shape or dtype of a Const's value."""
+        sizes = self.cache.get("const_bytes")
+        if sizes is None:
+            nodes = self.nodes
+            sizes = {}
+            for i, op in enumerate(self.ops):
+                if op == "Const":
+                    value = nodes[i].attr.get("value")
+                    if value is not None:
+                        sizes[i] = _types.tensor_bytes(value.tensor)
+            self.cache["const_bytes"] = sizes
+        return sizes
+
+    def record_absent_attrs(self, serialized, keys):
+        """Remember which of the attribute ``keys`` no node of the graph carries, from
+        ``serialized``, the graph's (or a superset's) serialized bytes: an attr key is written
+        there as its bytes, so a key whose bytes occur nowhere is on no node. One search in C per
+        key instead of one attribute lookup per node in every pass that looks for a rare
+        attribute (see :meth:`may_carry_attr`). Shared by rebound and subset views."""
+        self.cache["absent_attrs"] = frozenset(
+            key for key in keys if key.encode() not in serialized)
+
+    def may_carry_attr(self, key):
+        """False when no node of the graph carries attribute ``key`` (known from
+        :meth:`record_absent_attrs`); True when one may, or nobody recorded it: then look at the
+        nodes. A pass that writes ``key`` on the nodes of a graph it rebinds calls
+        :meth:`note_attr_written`."""
+        return key not in self.cache.get("absent_attrs", ())
+
+    def note_attr_written(self, *keys):
+        """The nodes may carry ``keys`` from now on (for this view and every view sharing its
+        cache; for the views of the graph before the write that only makes them look)."""
+        absent = self.cache.get("absent_attrs")
+        if absent and not absent.isdisjoint(keys):
+            self.cache["absent_attrs"] = absent.difference(keys)
 
     def __contains__(self, name):
         return name in self.index

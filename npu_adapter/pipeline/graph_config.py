@@ -11,12 +11,20 @@ another pass's info.
 import dataclasses
 
 from npu_adapter.errors import RewriteError
-from npu_adapter.vocabulary import NO_NEED_OPTIMIZE_ATTR, NPU_OPTIMIZER_ATTR
+from npu_adapter.vocabulary import (
+    GRAPH_DYNAMIC_INPUT_ATTR,
+    GRAPH_DYNAMIC_MODE_ATTR,
+    NO_NEED_OPTIMIZE_ATTR,
+    NPU_OPTIMIZER_ATTR,
+)
 
 __all__ = ["GraphConfig", "read_graph_config", "gate_reason"]
 
 _GETNEXT_OPS = ("IteratorGetNext",)
 _RESTORE_OPS = ("Restore", "RestoreV2")
+# Attributes that gate the graph or override its dynamic options: when no node carries one,
+# the node walk needs the op types only (see GraphView.may_carry_attr).
+_GATE_AND_DYNAMIC_ATTRS = (NO_NEED_OPTIMIZE_ATTR, NPU_OPTIMIZER_ATTR, GRAPH_DYNAMIC_INPUT_ATTR)
 _DATA_FORMATS = ("NHWC", "NCHW", "NDHWC", "NCDHW", "DHWCN", "DHWNC", "ND")
 
 
@@ -153,6 +161,39 @@ def read_graph_config(view, config):
     return result
 
 
+def _one_shot_error(name, iterations_per_loop):
+    return RewriteError(
+        f"OneShotIterator {name!r} cannot be used with iterations_per_loop="
+        f"{iterations_per_loop}; use make_initializable_iterator (as the original adapter "
+        "requires)", code="InvalidArgument", node=name)
+
+
+def _walk_ops(view, iterations_per_loop):
+    """The node walk of :func:`_compute_graph_config` for a graph none of whose nodes carries
+    an attribute of ``_GATE_AND_DYNAMIC_ATTRS``: ``(getnext_count, restore, data_format,
+    error)`` from the op types, and the attrs of the nodes up to the first data_format only.
+    Past the first OneShotIterator error nothing counts (the error is raised)."""
+    ops = view.ops
+    stop = len(ops)
+    error = None
+    if iterations_per_loop != 1 and "OneShotIterator" in view.op_types():
+        stop = ops.index("OneShotIterator")
+        error = _one_shot_error(view.names[stop], iterations_per_loop)
+    head = ops[:stop] if stop < len(ops) else ops
+    getnext_count = sum(head.count(op) for op in _GETNEXT_OPS)
+    restore = not view.op_types().isdisjoint(_RESTORE_OPS) and \
+        any(op in _RESTORE_OPS for op in head)
+    data_format = ""
+    if view.may_carry_attr("data_format"):
+        nodes = view.nodes
+        for i in range(stop):
+            value = nodes[i].attr.get("data_format")
+            if value is not None and value.s:
+                data_format = value.s.decode()
+                break
+    return getnext_count, restore, data_format, error
+
+
 def _compute_graph_config(view, config):
     skip = _config_gate(config)
     if skip is not None:
@@ -167,34 +208,36 @@ def _compute_graph_config(view, config):
     # One walk over the nodes for the gate (as gate_reason) and the graph options. An error
     # found on the way is raised only once the graph is known not to be gated.
     error = None
-    for node, op in zip(view.nodes, view.ops):
-        attrs = node.attr
-        skip = _node_gate(attrs)
-        if skip is not None:
-            return GraphConfig(skip_reason=skip)
-        if error is not None:
-            continue
-        if op in _GETNEXT_OPS:
-            getnext_count += 1
-        elif op in _RESTORE_OPS:
-            restore = True
-        elif op == "OneShotIterator" and iterations_per_loop != 1:
-            error = RewriteError(
-                f"OneShotIterator {node.name!r} cannot be used with iterations_per_loop="
-                f"{iterations_per_loop}; use make_initializable_iterator (as the original adapter "
-                "requires)", code="InvalidArgument", node=node.name)
-            continue
-        if not data_format and "data_format" in attrs:
-            data_format = attrs["data_format"].s.decode()
-        if "_graph_dynamic_input" in attrs:
-            if "_graph_dynamic_graph_execute_mode" not in attrs:
-                error = RewriteError(
-                    f"node {node.name!r} has _graph_dynamic_input but no "
-                    "_graph_dynamic_graph_execute_mode; set both with set_graph_exec_config",
-                    code="InvalidArgument", node=node.name)
+    if not any(view.may_carry_attr(key) for key in _GATE_AND_DYNAMIC_ATTRS):
+        # No node can gate the graph or carry set_graph_exec_config: the walk reduces to the
+        # op types and the first data_format (the same result, without reading every node).
+        getnext_count, restore, data_format, error = _walk_ops(view, iterations_per_loop)
+    else:
+        for node, op in zip(view.nodes, view.ops):
+            attrs = node.attr
+            skip = _node_gate(attrs)
+            if skip is not None:
+                return GraphConfig(skip_reason=skip)
+            if error is not None:
                 continue
-            # Last node visited wins, as in the original's GetGraphConfig loop.
-            graph_dynamic = node
+            if op in _GETNEXT_OPS:
+                getnext_count += 1
+            elif op in _RESTORE_OPS:
+                restore = True
+            elif op == "OneShotIterator" and iterations_per_loop != 1:
+                error = _one_shot_error(node.name, iterations_per_loop)
+                continue
+            if not data_format and "data_format" in attrs:
+                data_format = attrs["data_format"].s.decode()
+            if GRAPH_DYNAMIC_INPUT_ATTR in attrs:
+                if GRAPH_DYNAMIC_MODE_ATTR not in attrs:
+                    error = RewriteError(
+                        f"node {node.name!r} has _graph_dynamic_input but no "
+                        "_graph_dynamic_graph_execute_mode; set both with set_graph_exec_config",
+                        code="InvalidArgument", node=node.name)
+                    continue
+                # Last node visited wins, as in the original's GetGraphConfig loop.
+                graph_dynamic = node
     skip = _off_line_gate(config)
     if skip is not None:
         return GraphConfig(skip_reason=skip)
