@@ -42,7 +42,7 @@ DYNAMIC_EXECUTE = "dynamic_execute"
 # the serialized graph), and the passes skip their walks for those.
 PREFILTERED_ATTRS = (NO_NEED_OPTIMIZE_ATTR, NPU_OPTIMIZER_ATTR, GRAPH_DYNAMIC_INPUT_ATTR,
                      "data_format", WITHOUT_NPU_COMPILE_ATTR, SUBGRAPH_MULTI_DIMS_INDEX_ATTR,
-                     SUBGRAPH_MULTI_DIMS_SHAPE_ATTR, CLUSTER_ATTR, "_class")
+                     SUBGRAPH_MULTI_DIMS_SHAPE_ATTR, CLUSTER_ATTR, "_class", KEEP_DTYPE_ATTR)
 
 # --------------------------------------------------------------------------- ours
 PLACEMENT_ATTR = "_npu_adapter_placement"

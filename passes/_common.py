@@ -53,28 +53,22 @@ def write_placements(graph_def, candidate, reasons, in_place=False):
     encoded = {}  # the few distinct "<device>:<reason>" values, encoded once
     patches = {}  # the same values as serialized NodeDefs holding only that annotation
 
-    def value(i):
-        key = (candidate[i], reasons.get(i, "supported"))
+    def text_of(flag, reason):
+        key = (flag, reason)
         text = encoded.get(key)
         if text is None:
-            device = DEVICE_NPU if key[0] else DEVICE_HOST
-            text = encoded[key] = f"{device}:{key[1]}".encode()
+            device = DEVICE_NPU if flag else DEVICE_HOST
+            text = encoded[key] = f"{device}:{reason}".encode()
             patch = node_def_pb2.NodeDef()
             patch.attr[PLACEMENT_ATTR].s = text
             patches[text] = patch.SerializeToString()
         return text
 
-    # The annotation of each node: looked up per (candidate, reason) pair, built once per pair.
-    texts = {}
-    wanted = []
-    append = wanted.append
-    get_reason = reasons.get
-    for i, flag in enumerate(candidate):
-        key = (flag, get_reason(i, "supported"))
-        text = texts.get(key)
-        if text is None:
-            text = texts[key] = value(i)
-        append(text)
+    # The annotation of each node: "supported" for the nodes without a reason, then the others.
+    npu, host = text_of(True, "supported"), text_of(False, "supported")
+    wanted = [npu if flag else host for flag in candidate]
+    for i, reason in reasons.items():
+        wanted[i] = text_of(candidate[i], reason)
     changed = False
     for node, text in zip(graph_def.node, wanted):  # stops at the first difference
         current = node.attr.get(PLACEMENT_ATTR)

@@ -162,6 +162,13 @@ class SupportOracle:
             ok, reason = self.backend.supports_node(node, op_def_for(node.op))
         return ok, reason
 
+    def decided_by_type(self, op):
+        """True when every node of op type ``op`` gets the same answer: no node may carry
+        ``_without_npu_compile``, the backend decides per op type, and the op is neither a
+        library function nor one that can carry a function attr."""
+        return (not self._without_possible and self.backend.per_op_node_support
+                and op not in self.view.functions and not may_reference_functions(op))
+
     def node_support(self, i, *, support_const=False):
         """``(supported, reason)`` for node ``i`` of the view."""
         if not self._without_possible or WITHOUT_NPU_COMPILE_ATTR not in self._nodes[i].attr:

@@ -204,8 +204,7 @@ class EncapsulatePass(PassBase):
         out.versions.CopyFrom(graph_def.versions)
         out.library.CopyFrom(graph_def.library)
         names = view.names
-        remaining_names = {names[i] for i in range(len(nodes)) if i not in cluster_of}
-        remaining_names.update(clusters)
+        remaining_names = None  # (built at the first host node with a colocation)
         # Clusters whose every member runs in the outer graph still get their (empty) node, so
         # the cluster is reported; it stands before the cluster's first node.
         empty_at = {}
@@ -213,11 +212,8 @@ class EncapsulatePass(PassBase):
             if not clusters[cname].members:
                 empty_at.setdefault(clusters[cname].position, []).append(cname)
         own_attrs = set(outside) | set(copied_into)
-        # Host nodes that read a clustered node (they are rewired to the cluster's outputs),
-        # found from the members' consumers rather than by scanning every node's inputs.
-        data_out, control_out = view.data_outputs, view.control_outputs
-        reads_cluster = {d for i in cluster_of for d, _, _ in data_out[i]}
-        reads_cluster.update(d for i in cluster_of for d in control_out[i])
+        reads_cluster = _cluster_readers(view, cluster_of)
+        colocated = view.may_carry_attr("_class")
         emitted = set()
         ops = view.ops
         # The op and the name of every node written, for the next passes (PassContext facts).
@@ -250,7 +246,11 @@ class EncapsulatePass(PassBase):
                 _drop_attrs(copy, (EXECUTES_ATTR, COPIED_INTO_ATTR))
             if i in reads_cluster:
                 self._rewire_host_node(view, i, copy, clusters, cluster_of)
-            if "_class" in copy.attr:
+            if colocated and "_class" in copy.attr:
+                if remaining_names is None:
+                    remaining_names = {names[k] for k in range(len(nodes))
+                                       if k not in cluster_of}
+                    remaining_names.update(clusters)
                 _drop_stale_colocation(copy, remaining_names)
         body_names = {}
         scoped_functions = set()
@@ -760,6 +760,33 @@ class EncapsulatePass(PassBase):
             fdef.signature.control_output.append(cname)
             fdef.control_ret[cname] = nodes[i].name
         return written, scoped
+
+
+def _cluster_readers(view, cluster_of):
+    """The host nodes that read a clustered node (through a data or a control edge): they are
+    rewired to the clusters' outputs. Found from whichever side has fewer nodes, the members'
+    consumers or the host nodes' inputs."""
+    n = len(view.ops)
+    if len(cluster_of) <= n - len(cluster_of):
+        data_out, control_out = view.data_outputs, view.control_outputs
+        found = {d for i in cluster_of for d, _, _ in data_out[i]}
+        found.update(d for i in cluster_of for d in control_out[i])
+        return {d for d in found if d not in cluster_of}
+    data_inputs, control_inputs = view.data_inputs, view.control_inputs
+    found = set()
+    for i in range(n):
+        if i in cluster_of:
+            continue
+        for src, _ in data_inputs[i]:
+            if src in cluster_of:
+                found.add(i)
+                break
+        else:
+            for src in control_inputs[i]:
+                if src in cluster_of:
+                    found.add(i)
+                    break
+    return found
 
 
 def _cluster_ref(clusters, cname, src, port):

@@ -35,6 +35,8 @@ __all__ = ["MarkCandidatesPass"]
 
 _ITERATOR_OPS = ("Iterator", "IteratorV2")
 _VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
+# The op types enable_data_pre_proc decides by their neighbours (see _dp_candidate).
+_DP_OPS = frozenset({"AdpGetNext", "IteratorGetNext", *_ITERATOR_OPS})
 # A resource argument, plain or (in a malformed graph) as a ref.
 _RESOURCE_TYPES = frozenset({types_pb2.DT_RESOURCE, types_pb2.DT_RESOURCE + REF_OFFSET})
 
@@ -102,7 +104,25 @@ def compute_candidates(view, ctx):
     oracle = _rules.SupportOracle(view, ctx.get_op_support(), ctx.get_backend(),
                                   mix_compile_mode=mix)
     functions = view.functions
+    # The outcome for the op types whose every node gets the same one (most of them): found at
+    # the first node of the type, then copied (the loop runs once per node).
+    by_type = {}
+    same_for_type = set()
+    for op in view.op_types():
+        if op in _rules.CONST_OPS or (enable_dp and op in _DP_OPS) or \
+                not oracle.decided_by_type(op):
+            continue
+        # (The mix-mode resource rule reads the node's inputs, unless the OpDef rules it out.)
+        if mix and not rules_out_dtypes(op, _RESOURCE_TYPES):
+            continue
+        same_for_type.add(op)
     for i, op in enumerate(view.ops):
+        known = by_type.get(op)
+        if known is not None:
+            candidate[i] = known[0]
+            if not known[0]:
+                reasons[i] = known[1]
+            continue
         if op in _rules.CONST_OPS:
             ok, reason = oracle.node_support(i, support_const=True)
             if ok and any(src >= 0 and oracle.node_support(src)[0]
@@ -134,6 +154,8 @@ def compute_candidates(view, ctx):
         candidate[i] = ok
         if not ok:
             reasons[i] = reason
+        if op in same_for_type:
+            by_type[op] = (ok, reason)
 
     seeds = [i for i in range(n) if not candidate[i] and i not in skipped]
     _rules.infect(view, candidate, reasons, seeds,

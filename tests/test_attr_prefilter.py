@@ -154,7 +154,8 @@ def test_the_graph_config_is_the_same_with_and_without_the_prefilter(graph_def, 
 
 # --------------------------------------------------------------------------- rewrites
 def _scoped_graph():
-    """Colocation, without_npu_compile, a multi-dims scope and set_graph_exec_config."""
+    """Colocation, without_npu_compile, a multi-dims scope, keep_dtype_scope and
+    set_graph_exec_config."""
     from npu_bridge.estimator.npu import npu_scope, util
 
     g = tf.Graph()
@@ -167,6 +168,8 @@ def _scoped_graph():
             y = tf.abs(y, name="host_abs")
         with npu_scope.subgraph_multi_dims_scope(0):
             y = tf.nn.relu(y * 2.0, name="scoped")
+        with npu_scope.keep_dtype_scope():
+            y = tf.sigmoid(y, name="kept_dtype")
         out = tf.reduce_sum(y, name="out")
         util.set_graph_exec_config(out, dynamic_input=True,
                                    dynamic_graph_execute_mode="dynamic_execute",

@@ -134,7 +134,7 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
                 stack.append(src)
 
     # Placeholders that stand for fed tensors (a fed Placeholder:0 stands for itself).
-    taken = set(view.index)
+    taken = None  # (the names in use, once a placeholder needs a name)
     substitutes = {}
     feed_map = {}
     new_nodes = []
@@ -150,6 +150,8 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
                 f"feed {tensor!r}: cannot tell the dtype of output {port} of {node.op} node "
                 f"{node.name!r}, so it cannot be fed")
         ph = node_def_pb2.NodeDef()
+        if taken is None:
+            taken = set(view.index)
         ph.name = unique_name(f"{node.name}_feed_{port}", taken)
         ph.op = "Placeholder"
         ph.attr["dtype"].type = base_type(out_types[port])  # ref outputs are fed by value

@@ -67,7 +67,7 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
             f"node {node.name!r} ({node.op}) has input {text!r} but no node "
             f"{node_name_of(text)!r} exists"))
     if check_ports:
-        for dst, inputs in enumerate(view.data_inputs):
+        for dst, inputs in view.inputs_past_port_zero():
             for slot, (src, port) in enumerate(inputs):
                 if src < 0 or port == 0:
                     continue  # output 0 exists on every op that can feed data
@@ -89,7 +89,8 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
     library = view.functions
     # Only nodes whose op can carry a func-valued attr are read (by op type, from the index).
     nodes = view.nodes
-    callers = [nodes[i] for i, op in enumerate(view.ops) if may_reference_functions(op)]
+    calling = {op for op in view.op_types() if may_reference_functions(op)}
+    callers = [nodes[i] for i, op in enumerate(view.ops) if op in calling] if calling else []
     for node_name, attr_name, fname in _referenced_functions(callers):
         if fname not in library and op_def_for(fname) is None:
             found.append(Violation(

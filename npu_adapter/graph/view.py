@@ -89,6 +89,7 @@ class GraphView:
         control_inputs = []
         dangling = []
         misordered = []
+        ported = []  # nodes with an input "name:<port>" (port 0 written out included)
         get = index.get
         for i, node in enumerate(nodes):
             data = []
@@ -114,6 +115,8 @@ class GraphView:
                     if sep and port.isdigit():
                         src = get(name, -1)
                         data.append((src, int(port)))
+                        if ported[-1:] != [i]:
+                            ported.append(i)
                     else:
                         src = -1
                         data.append((src, 0))
@@ -132,7 +135,7 @@ class GraphView:
         self._out_types = {}
         self._in_types = {}
         # Derived structures (topological order, loop frames, ...) computed once per structure.
-        self.cache = {}
+        self.cache = {"ported": ported}
 
     def rebind(self, graph_def):
         """A view of ``graph_def``, which must have the same nodes, inputs and op types in the
@@ -236,6 +239,17 @@ class GraphView:
         if found is None:
             found = self.cache["op_types"] = frozenset(self.ops)
         return found
+
+    def inputs_past_port_zero(self):
+        """``(index, data inputs)`` of the nodes reading an output port other than 0, in order
+        (the inputs as in :attr:`data_inputs`). Known from the parse for a view built from a
+        GraphDef (a port is written out only when it is not 0), else found by a scan."""
+        ported = self.cache.get("ported")
+        if ported is None:
+            ported = self.cache["ported"] = [i for i, inputs in enumerate(self.data_inputs)
+                                             if any(port for _, port in inputs)]
+        data_inputs = self.data_inputs
+        return [(i, data_inputs[i]) for i in ported]
 
     def const_bytes(self):
         """Node index → size in bytes of the value of every ``Const`` holding one

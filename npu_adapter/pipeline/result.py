@@ -239,7 +239,8 @@ class PlacementParts:
         parts.cluster_of = clusters[1]
         parts.outside, parts.copies = (clusters[2], clusters[3]) if len(clusters) == 4 \
             else ({}, {})
-        parts.keep = [i for i, node in enumerate(view.nodes) if KEEP_DTYPE_ATTR in node.attr]
+        parts.keep = [i for i, node in enumerate(view.nodes) if KEEP_DTYPE_ATTR in node.attr] \
+            if view.may_carry_attr(KEEP_DTYPE_ATTR) else []
         parts.default_reason = default_reason
         return parts
 
