@@ -438,8 +438,11 @@ def add_relational_consts(view, candidate, reasons, skipped=()):
     the device; the others keep the reason ``const_without_device_consumer``."""
     data_out = view.data_outputs
     control_out = view.control_outputs
-    for i, op in enumerate(view.ops):
-        if op not in CONST_OPS or candidate[i] or i in skipped:
+    ops = view.ops
+    consts = [i for i, op in enumerate(ops) if op in CONST_OPS] \
+        if not view.op_types().isdisjoint(CONST_OPS) else ()
+    for i in consts:
+        if candidate[i] or i in skipped:
             continue
         if reasons.get(i) not in (None, "const_not_supported_here", "unsupported_op",
                                   "const_without_device_consumer"):

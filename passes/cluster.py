@@ -249,7 +249,8 @@ class _Clusterer:
                 dst, sources = entry
                 if len(sources) == 2:  # the common case, without a sort
                     x, y = sources
-                    if c_rank[find(x)] < c_rank[find(y)]:
+                    if c_rank[x if parent[x] == x else find(x)] < \
+                            c_rank[y if parent[y] == y else find(y)]:
                         sources = (y, x)
                 elif len(sources) > 2:
                     sources = sorted(sources, key=lambda x: c_rank[find(x)], reverse=True)
@@ -262,15 +263,15 @@ class _Clusterer:
                     if b not in c_out[a]:
                         settled = False
                         continue
-                    stamp = (version[a], version[b])
                     previous = refused.get((a, b))
-                    if previous is not None and (previous is _FOREVER or previous == stamp):
+                    if previous is not None and (previous is _FOREVER
+                                                 or previous == (version[a], version[b])):
                         settled = False
                         continue
                     merged = cycles.contract_edge(a, b)
                     if merged is None:
                         refused[(a, b)] = _FOREVER if cycles.blocked_for_good(
-                            a, b, host) else stamp
+                            a, b, host) else (version[a], version[b])
                         settled = False
                         continue
                     parent[b if merged == a else a] = merged
@@ -281,10 +282,10 @@ class _Clusterer:
             contractible = unsettled
 
         groups = {}
+        root = [c if parent[c] == c else find(c) for c in range(m)]
         for i in range(n):
             if candidate[i]:
-                c = cnode[i]
-                r = c if parent[c] == c else find(c)
+                r = root[cnode[i]]
                 members = groups.get(r)
                 if members is None:
                     groups[r] = [i]
@@ -616,6 +617,9 @@ class ClusterPass(PassBase):
             final = [i in names for i in range(len(initially_candidate))]
             remember_placements(out_view, final, final_reasons)
             out_view.cache[("clusters", id(out))] = (out, names, outside, copies)
+            # The members of each cluster in GraphDef order (what encapsulate groups them into).
+            out_view.cache[("cluster_members", id(out))] = (out, [
+                (cluster_name(ctx.graph_num, k), members) for k, members in enumerate(clusters)])
         return PassResult(out if modified else graph_def, modified, {
             "clusters": [cluster_name(ctx.graph_num, k) for k in range(len(clusters))],
             "sizes": [len(m) for m in clusters],

@@ -155,12 +155,18 @@ class EncapsulatePass(PassBase):
         nodes = view.nodes
         cluster_of, outside, copied_into = self._read_clusters(view, graph_def)
         clusters = {}
-        for i in sorted(cluster_of):
-            name = cluster_of[i]
-            cluster = clusters.get(name)
-            if cluster is None:  # (not setdefault: that would build a _Cluster per member)
+        grouped = view.cache.get(("cluster_members", id(graph_def)))
+        if grouped is not None and grouped[0] is graph_def:  # the cluster pass just ran
+            for name, members in grouped[1]:
                 cluster = clusters[name] = _Cluster(name)
-            cluster.members.append(i)
+                cluster.members = list(members)
+        else:
+            for i in sorted(cluster_of):
+                name = cluster_of[i]
+                cluster = clusters.get(name)
+                if cluster is None:  # (not setdefault: that would build a _Cluster per member)
+                    cluster = clusters[name] = _Cluster(name)
+                cluster.members.append(i)
         if not clusters:
             return PassResult(graph_def, False, {"clusters": 0})
         for cluster in clusters.values():
@@ -379,8 +385,7 @@ class EncapsulatePass(PassBase):
     def _placed_boundaries(self, view, ctx, clusters, cluster_of, mix, names):
         """Cluster name → ``(inputs, outputs)`` of the GeOp the original builds (every member
         inside, variables copied in, no constant hoisted), for the clusters ``names``. Raises
-        the original's errors for ref tensors crossing their boundary. Looks only at those
-        clusters' members and their consumers."""
+        the original's errors for ref tensors crossing their boundary."""
         placed = {}
         members = []
         for name in names:
@@ -391,12 +396,11 @@ class EncapsulatePass(PassBase):
             placed[name] = twin
             members.extend(cluster.members)
         members.sort()
-        consumers = sorted({d for i in members for d, _, _ in view.data_outputs[i]})
         if mix:  # CopyConstBetweenGeOp: the Consts feeding these clusters from outside
-            consts = sorted({src for i in members for src, _ in view.data_inputs[i]
-                             if src >= 0 and view.ops[src] in CONST_OPS})
-            self._plan_const_copies(view, placed, cluster_of, mix, consts=consts)
-        self._plan_io(view, ctx, placed, cluster_of, dsts=(members, consumers))
+            self._plan_const_copies(view, placed, cluster_of, mix)
+        # The results: from every node's inputs (cheaper than collecting the members' consumers
+        # first; the other clusters' edges are passed over).
+        self._plan_io(view, ctx, placed, cluster_of, dsts=(members, range(len(view.ops))))
         return {name: (twin.inputs, twin.outputs) for name, twin in placed.items()}
 
     @staticmethod
