@@ -717,7 +717,17 @@ class EncapsulatePass(PassBase):
                 _drop_attrs(body, _BOOKKEEPING)
             data = data_inputs[i]
             control = control_inputs[i]
-            if data or control:
+            if not control and len(data) == 1:
+                # One input (the common case): replaced where it stands.
+                src, port = data[0]
+                if src in member_set:
+                    refs = port_names.get(src)
+                    body.input[0] = (refs if refs is not None else port_refs(src))[port]
+                elif src in copy_name:
+                    body.input[0] = f"{copy_name[src]}:output:0"
+                else:
+                    body.input[0] = arg_of[(src, port)]
+            elif data or control:
                 # Inputs from the index (no string parsing): body-local references, the copies
                 # of constants, or the function's arguments.
                 inputs = []
