@@ -224,3 +224,25 @@ def test_a_second_cluster_pass_sees_the_first_ones_clusters_through_the_prefilte
               if CLUSTER_ATTR in node.attr}
     assert marked == set(second)
     assert [r.info for _, r in recorded.results] == [r.info for _, r in plain.results]
+
+
+def test_ports_past_zero_are_the_same_from_the_parse_and_from_a_scan():
+    b = GraphBuilder()
+    b.placeholder("x", tf.float32, [4])
+    b.op("Unique", "u", ["x"], T=tf.float32, out_idx=tf.int32)
+    b.op("Identity", "idx", ["u:1"], T=tf.int32)
+    b.op("Identity", "val", ["u:0"], T=tf.float32)
+    b.op("Abs", "bad", ["x:3"], T=tf.float32)  # x has one output
+    b.op("Neg", "unused", ["x"], T=tf.float32)
+    graph_def = b.graph_def()
+    view = GraphView(graph_def)
+    parsed = [i for i, _ in view.inputs_past_port_zero()]
+    assert [view.names[i] for i in parsed] == ["idx", "val", "bad"]
+    client = extract_client_graph(graph_def, ["idx:0", "val:0", "bad:0"], view=view)
+    scanned = [client.view.names[i] for i, _ in client.view.inputs_past_port_zero()]
+    assert scanned == ["idx", "bad"]  # ("u:0" reads port 0: only a parse lists it)
+    from npu_adapter.graph.verify import verify_graph
+
+    kinds = [(v.kind, v.node) for v in verify_graph(client.graph_def, view=client.view)]
+    assert kinds == [(v.kind, v.node) for v in verify_graph(client.graph_def)]
+    assert ("port_out_of_range", "bad") in kinds

@@ -241,9 +241,10 @@ class GraphView:
         return found
 
     def inputs_past_port_zero(self):
-        """``(index, data inputs)`` of the nodes reading an output port other than 0, in order
-        (the inputs as in :attr:`data_inputs`). Known from the parse for a view built from a
-        GraphDef (a port is written out only when it is not 0), else found by a scan."""
+        """``(index, data inputs)`` of the nodes that may read an output port other than 0, in
+        order (the inputs as in :attr:`data_inputs`): for a view built from a GraphDef, the
+        nodes with an input written with a port (known from the parse), else those with an input
+        past port 0 (found by a scan)."""
         ported = self.cache.get("ported")
         if ported is None:
             ported = self.cache["ported"] = [i for i, inputs in enumerate(self.data_inputs)
