@@ -15,15 +15,15 @@ def copy_graph(graph_def):
     return out
 
 
-def read_placements(view):
+def read_placements(view, *, copy=True):
     """``(candidate list, reasons dict)`` from the placement annotations of the view's nodes.
 
     Nodes without an annotation count as host with no reason. The lists returned are fresh
-    copies the caller may edit.
+    copies the caller may edit (with ``copy=False``, possibly the remembered ones: read only).
     """
     cached = view.cache.get(("placements", id(view.graph_def)))
     if cached is not None and cached[0] is view.graph_def:
-        return list(cached[1]), dict(cached[2])
+        return (list(cached[1]), dict(cached[2])) if copy else (cached[1], cached[2])
     candidate = []
     reasons = {}
     for i, node in enumerate(view.nodes):
@@ -39,9 +39,9 @@ def read_placements(view):
 
 def remember_placements(view, candidate, reasons):
     """Record the placements just written into ``view.graph_def`` so the next pass need not
-    parse them back from the attributes."""
-    view.cache[("placements", id(view.graph_def))] = (view.graph_def, list(candidate),
-                                                      dict(reasons))
+    parse them back from the attributes. The list and the dict are kept as they are: the caller
+    must not change them afterwards (readers get copies, see :func:`read_placements`)."""
+    view.cache[("placements", id(view.graph_def))] = (view.graph_def, candidate, reasons)
 
 
 def write_placements(graph_def, candidate, reasons, in_place=False):
@@ -80,8 +80,8 @@ def write_placements(graph_def, candidate, reasons, in_place=False):
     out = graph_def if in_place else copy_graph(graph_def)
     # Merging a serialized map entry replaces the attr as an assignment would (an AttrValue
     # holds one value of its oneof), and costs about half as much from Python.
-    for node, text in zip(out.node, wanted):
-        node.MergeFromString(patches[text])
+    for node, patch in zip(out.node, map(patches.__getitem__, wanted)):
+        node.MergeFromString(patch)
     return out, True
 
 

@@ -571,7 +571,7 @@ class ClusterPass(PassBase):
             name = cluster_name(ctx.graph_num, k)
             for i in members:
                 names[i] = name
-        initially_candidate, _ = read_placements(view)
+        initially_candidate, _ = read_placements(view, copy=False)
         copies = {}
         if names and mix and config.variable_placement != "Host" and \
                 not ctx.get_backend().keeps_state_on_host:
@@ -585,14 +585,12 @@ class ClusterPass(PassBase):
                         del node.attr[key]
         # Touch only the nodes that change (indexing a repeated field is O(1)); one serialized
         # attr per cluster, merged in (about half the cost of an assignment from Python).
-        patches = {}
-        for i, name in names.items():
-            patch = patches.get(name)
-            if patch is None:
-                node = node_def_pb2.NodeDef()
-                node.attr[CLUSTER_ATTR].s = name.encode()
-                patch = patches[name] = node.SerializeToString()
-            out_nodes[i].MergeFromString(patch)
+        for k, members in enumerate(clusters):
+            node = node_def_pb2.NodeDef()
+            node.attr[CLUSTER_ATTR].s = cluster_name(ctx.graph_num, k).encode()
+            patch = node.SerializeToString()
+            for i in members:
+                out_nodes[i].MergeFromString(patch)
         for i, reason in outside.items():
             out_nodes[i].attr[EXECUTES_ATTR].s = reason.encode()
         for i, targets in copies.items():

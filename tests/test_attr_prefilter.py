@@ -246,3 +246,16 @@ def test_ports_past_zero_are_the_same_from_the_parse_and_from_a_scan():
     kinds = [(v.kind, v.node) for v in verify_graph(client.graph_def, view=client.view)]
     assert kinds == [(v.kind, v.node) for v in verify_graph(client.graph_def)]
     assert ("port_out_of_range", "bad") in kinds
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="_abcXYZ019/", min_size=1, max_size=300))
+def test_an_attribute_key_is_found_in_the_serialized_graph_whatever_its_length(key):
+    graph_def = graph_pb2.GraphDef()
+    node = graph_def.node.add()
+    node.name, node.op = "n", "NoOp"
+    node.attr[key].b = True
+    view = GraphView(graph_def)
+    view.record_absent_attrs(graph_def.SerializeToString(), [key, key + "_other"])
+    assert view.may_carry_attr(key)
+    assert not view.may_carry_attr(key + "_other")

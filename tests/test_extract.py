@@ -127,6 +127,25 @@ def test_a_fed_placeholder_stands_for_itself():
     assert client.feeds == {"y:0": "y:0", "z:0": "z:0"}
 
 
+@pytest.mark.parametrize("fetches, targets, feeds", [
+    (["b"], [], ["y:0", "z"]),
+    (["out"], [], ["x:0"]),
+    (["out"], ["side"], ["x", "y"]),
+    ([], ["out"], []),
+])
+def test_the_closure_over_the_index_keeps_what_the_edge_walk_keeps(fetches, targets, feeds):
+    # With the producer table already built (a rewrite builds it to order the graph) and only
+    # placeholders fed, extraction walks that table instead of the edges: the same nodes.
+    gd = _graph()
+    indexed = GraphView(gd)
+    indexed.predecessor_table()
+    walked = extract_client_graph(gd, fetches=fetches, targets=targets, feeds=feeds)
+    closed = extract_client_graph(gd, fetches=fetches, targets=targets, feeds=feeds,
+                                  view=indexed)
+    assert to_bytes(closed.graph_def) == to_bytes(walked.graph_def)
+    assert closed.feeds == walked.feeds
+
+
 def test_a_fed_tensor_cuts_its_producer_and_becomes_a_placeholder():
     gd = _graph()
     gd.node[4].attr["_output_shapes"].list.shape.add().CopyFrom(

@@ -120,6 +120,16 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
             needed[i] = 1
             stack.append(i)
     fed_nodes = {i for i, _ in fed}
+    preds_of = view.cache.get("predecessors")
+    if preds_of is not None and all(port == 0 and view.ops[i] == "Placeholder"
+                                    for i, port in fed):
+        # Every feed is a Placeholder standing for itself (kept below either way, and with no
+        # input to cut): the closure over the producers the index already lists is the same.
+        while stack:
+            for src in preds_of[stack.pop()]:
+                if not needed[src]:
+                    needed[src] = 1
+                    stack.append(src)
     data_inputs = view.data_inputs
     control_inputs = view.control_inputs
     while stack:

@@ -29,6 +29,23 @@ def _in_producer_order(predecessors, back):
                for dst, preds in enumerate(predecessors))
 
 
+def _serialized_map_key(key):
+    """The bytes of ``key`` as the key field (field 1, length-delimited) of a serialized map
+    entry: tag 0x0A, the length as a varint, the UTF-8 bytes."""
+    data = key.encode()
+    size = len(data)
+    length = bytearray()
+    while True:
+        byte = size & 0x7F
+        size >>= 7
+        if size:
+            length.append(byte | 0x80)
+        else:
+            length.append(byte)
+            break
+    return b"\x0a" + bytes(length) + data
+
+
 class GraphView:
     """Index of a GraphDef's nodes and edges.
 
@@ -270,12 +287,13 @@ class GraphView:
 
     def record_absent_attrs(self, serialized, keys):
         """Remember which of the attribute ``keys`` no node of the graph carries, from
-        ``serialized``, the graph's (or a superset's) serialized bytes: an attr key is written
-        there as its bytes, so a key whose bytes occur nowhere is on no node. One search in C per
-        key instead of one attribute lookup per node in every pass that looks for a rare
-        attribute (see :meth:`may_carry_attr`). Shared by rebound and subset views."""
+        ``serialized``, the graph's (or a superset's) serialized bytes: an attr map entry is
+        written there with its key as field 1 (tag, length, bytes), so a key whose field occurs
+        nowhere is on no node. One search in C per key instead of one attribute lookup per node
+        in every pass that looks for a rare attribute (see :meth:`may_carry_attr`). Shared by
+        rebound and subset views."""
         self.cache["absent_attrs"] = frozenset(
-            key for key in keys if key.encode() not in serialized)
+            key for key in keys if _serialized_map_key(key) not in serialized)
 
     def may_carry_attr(self, key):
         """False when no node of the graph carries attribute ``key`` (known from
