@@ -222,7 +222,10 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     targets = [t[1:] if t.startswith("^") else t for t in _names(targets, "targets", "train_op")]
     feeds = _names(feeds, "feeds", "input:0")
     view = GraphView(graph_def)
-    if not dump_instruments and not instruments:
+    # Whether the constants' sizes are looked at and large data set aside: then the graph the
+    # passes see is light enough to serialize for the attribute prefilter below.
+    weights_looked_at = not dump_instruments and not instruments
+    if weights_looked_at:
         # Nobody looks at the intermediate graphs: the passes run without the constants' data
         # (see graph/payload.py), which is put back into the final graph below (with
         # lazy_weights, when the result's graph_def is first read). Dumps and instruments see
@@ -274,7 +277,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
             return result
     if view is None:
         view = GraphView(work)  # (the first pass would index it)
-    _record_absent_attrs(work, view)
+    if weights_looked_at:
+        _record_absent_attrs(work, view)
     ctx = PassContext(config=npu_config, backend=backend_obj,
                       fetches=tuple(complete_fetch_ports(fetches)),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),

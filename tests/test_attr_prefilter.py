@@ -259,3 +259,21 @@ def test_an_attribute_key_is_found_in_the_serialized_graph_whatever_its_length(k
     view.record_absent_attrs(graph_def.SerializeToString(), [key, key + "_other"])
     assert view.may_carry_attr(key)
     assert not view.may_carry_attr(key + "_other")
+
+
+def test_a_rewrite_that_keeps_the_weights_in_its_graphs_does_not_serialize_them(
+        monkeypatch, tmp_path):
+    # With dumps (or instruments) the passes see the user's full weights: serializing those for
+    # the prefilter could cost more than the walks it saves, so it is not done.
+    calls = []
+    original = GraphView.record_absent_attrs
+    monkeypatch.setattr(GraphView, "record_absent_attrs",
+                        lambda self, data, keys: calls.append(len(data)) or original(
+                            self, data, keys))
+    graph_def = mix_cnn_graph().as_graph_def()
+    npu_adapter.rewrite(graph_def, {}, fetches=["probs:0"], feeds=["images:0"])
+    assert len(calls) == 1
+    npu_adapter.rewrite(graph_def, {}, fetches=["probs:0"], feeds=["images:0"],
+                        dump_dir=str(tmp_path))
+    assert len(calls) == 1
+    assert any(tmp_path.iterdir())
