@@ -5,6 +5,7 @@ extract the client graph of the run signature, run the pass pipeline with its in
 describe the result (clusters, placement of every node, tensor mapping).
 """
 
+import functools
 import os
 
 from tensorflow.core.framework import graph_pb2
@@ -128,17 +129,12 @@ def _sink_fetches(view):
     return fetches, targets
 
 
-def _maps(present, clusters, client_names, fetches, targets, feed_map):
+def _tensor_map(present, clusters, fetches, feed_map):
+    """``RewriteResult.tensor_map``: the outputs of the clusters and the fetches."""
     tensor_map = {}
     for info in clusters:
         for k, name in enumerate(info.outputs):
             tensor_map[name] = info.name if k == 0 else f"{info.name}:{k}"
-    clustered = {}
-    for info in clusters:
-        clustered.update(dict.fromkeys(info.nodes, info.name))
-    cluster_of = clustered.get
-    op_map = {name: cluster_of(name, name) for name in client_names
-              if name in clustered or name in present}
     for f in fetches:
         node, port, _ = parse_input(f)
         if f in tensor_map:
@@ -147,11 +143,23 @@ def _maps(present, clusters, client_names, fetches, targets, feed_map):
             tensor_map[f] = f"{node}:{port}"
         elif f in feed_map:
             tensor_map[f] = feed_map[f]  # fetched and fed: the value fed
+    # Values are always "node:port" so they can be fetched as they are.
+    return {k: (v if ":" in v else v + ":0") for k, v in tensor_map.items()}
+
+
+def _op_map(present, clusters, names, targets):
+    """``RewriteResult.op_map`` for ``names`` (the client graph's nodes, or the targets only):
+    a clustered node maps to its cluster, a node still in the graph to itself."""
+    clustered = {}
+    for info in clusters:
+        clustered.update(dict.fromkeys(info.nodes, info.name))
+    cluster_of = clustered.get
+    op_map = {name: cluster_of(name, name) for name in names
+              if name in clustered or name in present}
     for t in targets:
         if t in clustered:
             op_map[t] = clustered[t]
-    # Values are always "node:port" so they can be fetched as they are.
-    return {k: (v if ":" in v else v + ":0") for k, v in tensor_map.items()}, op_map
+    return op_map
 
 
 def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, backend="cpu",
@@ -327,12 +335,13 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     clusters = clusters_from_graph(final, ctx.node_ops(final),
                                    (ctx.known_facts(final) or {}).get("body_names"))
     present = set(ctx.node_names(final))
-    tensor_map, op_map = _maps(present, clusters, client_names, report_fetches, targets,
-                               feed_map)
+    tensor_map = _tensor_map(present, clusters, report_fetches, feed_map)
+    # The whole op map is built when it is first read; the aliases need the targets' only.
+    target_ops = _op_map(present, clusters, targets, targets) if targets else {}
     # The user's fetched, fed and target names stay valid in the rewritten graph (aliases).
     final, aliases = keep_user_names(final, graph_def, fetches=report_fetches,
                                      feed_map=feed_map, targets=targets, tensor_map=tensor_map,
-                                     op_map=op_map, present=present, user_view=user_view,
+                                     op_map=target_ops, present=present, user_view=user_view,
                                      in_place=final is not work and final is not graph_def
                                      and final is not user_graph)
     if light is not None and aliases:
@@ -347,7 +356,6 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         and final != (graph_def if lazy else user_graph),
         skip_reason=skip_reason,
         tensor_map=tensor_map,
-        op_map=op_map,
         feed_map=feed_map,
         pipeline=manager.pipeline_text(),
         timings=list(timing.timings),
@@ -356,6 +364,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     )
     if placement_parts is not None:
         result.with_lazy_placement(placement_parts)
+    result.with_lazy_op_map(functools.partial(_op_map, frozenset(present), clusters,
+                                              client_names, targets))
     if lazy:
         result.with_light_graph(final, payloads)
         light = final  # the cache copies it
