@@ -14,7 +14,7 @@ Function bodies in the input library are left as they are (they are copied whole
 
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 
-from npu_adapter.graph.types import tensor_bytes
+from npu_adapter.graph.types import const_sizes
 
 __all__ = ["PAYLOAD_ATTR", "MIN_PAYLOAD_BYTES", "PayloadStore", "strip_payloads",
            "is_light_form_of"]
@@ -136,13 +136,7 @@ def strip_payloads(graph_def, min_bytes=None, *, ops=None, view=None):
     if view is not None:
         sizes = view.const_bytes()
     else:
-        if ops is None:
-            ops = [node.op for node in nodes]
-        sizes = {}
-        for k in [k for k, op in enumerate(ops) if op == "Const"]:
-            value = nodes[k].attr.get("value")
-            if value is not None:
-                sizes[k] = tensor_bytes(value.tensor)
+        sizes = const_sizes(nodes, ops if ops is not None else [node.op for node in nodes])
     for k, size in sizes.items():
         if size < min_bytes:
             continue

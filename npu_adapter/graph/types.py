@@ -29,6 +29,7 @@ __all__ = [
     "fixed_output_port_names",
     "may_reference_functions",
     "tensor_bytes",
+    "const_sizes",
     "dtype_sources",
     "may_have_dtype",
     "rules_out_dtypes",
@@ -342,6 +343,18 @@ def output_port_names(node, functions=None):
     if lengths is None:
         return None
     return [f"{name}:{k}" for name, n in lengths for k in range(n)]
+
+
+def const_sizes(nodes, ops):
+    """Index → :func:`tensor_bytes` of the value of every ``Const`` of ``nodes`` (NodeDefs in
+    order, ``ops`` their op types) that holds one."""
+    sizes = {}
+    for i, op in enumerate(ops):
+        if op == "Const":
+            value = nodes[i].attr.get("value")
+            if value is not None:
+                sizes[i] = tensor_bytes(value.tensor)
+    return sizes
 
 
 def tensor_bytes(tensor):

@@ -275,14 +275,7 @@ class GraphView:
         view shares it: passes do not change the shape or dtype of a Const's value."""
         sizes = self.cache.get("const_bytes")
         if sizes is None:
-            nodes = self.nodes
-            sizes = {}
-            for i, op in enumerate(self.ops):
-                if op == "Const":
-                    value = nodes[i].attr.get("value")
-                    if value is not None:
-                        sizes[i] = _types.tensor_bytes(value.tensor)
-            self.cache["const_bytes"] = sizes
+            sizes = self.cache["const_bytes"] = _types.const_sizes(self.nodes, self.ops)
         return sizes
 
     def record_absent_attrs(self, serialized, keys):

@@ -375,15 +375,16 @@ class RewriteResult:
     def with_lazy_placement(self, parts):
         """Build ``placement`` from ``parts`` (a :class:`PlacementParts`) when it is first
         read, instead of now. Returns ``self``."""
-        self.__dict__["_placement_parts"] = parts
-        self.__dict__["_placement"] = None
-        return self
+        return self._build_on_read("placement", parts.build)
 
     def with_lazy_op_map(self, build):
         """Build ``op_map`` by calling ``build()`` when it is first read, instead of now (a
         100k-node graph's map costs a few tens of milliseconds). Returns ``self``."""
-        self.__dict__["_op_map_build"] = build
-        self.__dict__["_op_map"] = None
+        return self._build_on_read("op_map", build)
+
+    def _build_on_read(self, field, build):
+        self.__dict__[f"_{field}_build"] = build
+        self.__dict__[f"_{field}"] = None
         return self
 
     def light_parts(self):
@@ -438,38 +439,30 @@ def _set_graph_def(self, graph_def):
     self.__dict__["_light"] = None
 
 
-def _get_placement(self):
-    parts = self.__dict__.get("_placement_parts")
-    if parts is not None:
-        self.__dict__["_placement"] = parts.build()
-        self.__dict__["_placement_parts"] = None
-    return self.__dict__["_placement"]
+def _built_on_read(field, doc):
+    """A property standing for dataclass field ``field`` whose value a builder may make on
+    first read (see ``RewriteResult._build_on_read``); setting it drops the builder."""
+    value_key, build_key = f"_{field}", f"_{field}_build"
 
+    def get(self):
+        build = self.__dict__.get(build_key)
+        if build is not None:
+            self.__dict__[value_key] = build()
+            self.__dict__[build_key] = None
+        return self.__dict__[value_key]
 
-def _set_placement(self, placement):
-    self.__dict__["_placement"] = placement
-    self.__dict__["_placement_parts"] = None
+    def set_(self, value):
+        self.__dict__[value_key] = value
+        self.__dict__[build_key] = None
 
-
-def _get_op_map(self):
-    build = self.__dict__.get("_op_map_build")
-    if build is not None:
-        self.__dict__["_op_map"] = build()
-        self.__dict__["_op_map_build"] = None
-    return self.__dict__["_op_map"]
-
-
-def _set_op_map(self, op_map):
-    self.__dict__["_op_map"] = op_map
-    self.__dict__["_op_map_build"] = None
+    return property(get, set_, doc=doc)
 
 
 # ``graph_def``, ``placement`` and ``op_map`` stay dataclass fields (constructor argument,
 # comparison, repr) whose value may be made on first access: each property stands in for the
 # plain attribute.
 RewriteResult.graph_def = property(_get_graph_def, _set_graph_def, doc="The rewritten GraphDef.")
-RewriteResult.placement = property(_get_placement, _set_placement,
-                                   doc="Node name → placement entry (built on first read).")
-RewriteResult.op_map = property(_get_op_map, _set_op_map,
-                                doc="Original op name → op name in ``graph_def`` (built on first "
-                                    "read).")
+RewriteResult.placement = _built_on_read(
+    "placement", "Node name → placement entry (built on first read).")
+RewriteResult.op_map = _built_on_read(
+    "op_map", "Original op name → op name in ``graph_def`` (built on first read).")
