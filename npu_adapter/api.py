@@ -10,7 +10,6 @@ import os
 
 from tensorflow.core.framework import graph_pb2
 
-from npu_adapter.collector import collector_paused
 from npu_adapter.errors import GraphError, GraphInvariantError, RewriteError
 from npu_adapter.graph.aliases import complete_fetch_ports, keep_user_names
 from npu_adapter.graph.extract import extract_client_graph, normalize_tensor_name
@@ -137,12 +136,12 @@ def _tensor_map(present, clusters, fetches, feed_map):
             tensor_map[name] = info.name if k == 0 else f"{info.name}:{k}"
     for f in fetches:
         node, port, _ = parse_input(f)
-        if f in tensor_map:
+        if f in feed_map:
+            tensor_map[f] = feed_map[f]  # fetched and fed: the value fed, as TensorFlow gives
+        elif f in tensor_map:
             continue
-        if node in present:
+        elif node in present:
             tensor_map[f] = f"{node}:{port}"
-        elif f in feed_map:
-            tensor_map[f] = feed_map[f]  # fetched and fed: the value fed
     # Values are always "node:port" so they can be fetched as they are.
     return {k: (v if ":" in v else v + ":0") for k, v in tensor_map.items()}
 
@@ -163,8 +162,7 @@ def _op_map(present, clusters, names, targets):
 
 
 def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, backend="cpu",
-            dump_dir=None, graph_num=1, pipeline=None, op_support=None, instruments=(),
-            use_cache=False, lazy_weights=False, derive=None):
+            dump_dir=None, graph_num=1, pipeline=None, op_support=None, instruments=()):
     """Partition ``graph_def`` for ``backend`` under ``config``.
 
     Args:
@@ -184,15 +182,6 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         pipeline: pass pipeline text (default: ``npu_adapter.passes.DEFAULT_PIPELINE``).
         op_support: an ``OpSupportList`` to use instead of the backend's.
         instruments: extra pass instruments.
-        use_cache: reuse an earlier identical rewrite of this process and remember this one
-            (see :mod:`npu_adapter.pipeline.rewrite_cache`; sessions do); never with dumps or
-            instruments, which must watch the passes run.
-        lazy_weights: return the rewritten graph without the large constants' data while
-            nobody reads ``graph_def`` (see ``RewriteResult.light_parts``): sessions take the
-            weights from the user's graph and skip a copy of them.
-        derive: a function of the new result returning a dict of JSON values, stored as its
-            ``derived`` before it is cached; a result from a cache brings what was derived
-            then (not called again, so it must depend only on what the cache key covers).
 
     Returns:
         A :class:`~npu_adapter.pipeline.result.RewriteResult`.
@@ -203,13 +192,12 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
         in_out_pair errors, lazy_recompile with loop sinking, ...). Nothing is left half-done:
         the input graph is never modified.
     """
-    with collector_paused():
-        return _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num,
-                        pipeline, op_support, instruments, use_cache, lazy_weights, derive)
+    return _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num,
+                    pipeline, op_support, instruments)
 
 
 def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num, pipeline,
-             op_support, instruments, use_cache, lazy_weights, derive):
+             op_support, instruments):
     import npu_adapter.passes as passes_pkg
     from npu_adapter.backends import get_backend
 
@@ -257,32 +245,6 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         if feeds:
             raise GraphError("feeds need fetches or targets (the run signature)")
         work = graph_def
-    cache_key = disk = None
-    if use_cache and not dump_instruments and not instruments:
-        from npu_adapter.pipeline import rewrite_cache
-
-        cache_key = rewrite_cache.rewrite_key(
-            work, fetches=fetches, targets=targets, feeds=sorted(feed_map), config=npu_config,
-            backend=backend_obj, graph_num=graph_num, pipeline=pipeline,
-            op_support=op_support if op_support is not None
-            else backend_obj.op_support(npu_config))
-        hit = rewrite_cache.MEMORY.get(cache_key)
-        # Only backends whose rewritten graphs hold nothing process-bound share them on disk
-        # (the CANN lowering registers a callback token per cluster in this process).
-        if hit is None and getattr(backend_obj, "portable_rewrites", False):
-            disk = rewrite_cache.disk_cache(npu_config)
-            hit = disk.get(cache_key) if disk is not None else None
-            if hit is not None:
-                rewrite_cache.MEMORY.put(cache_key, *hit)
-        if hit is not None:
-            light, result = hit
-            if payloads is None:
-                result.graph_def = light
-            elif lazy_weights:
-                result.with_light_graph(light, payloads)
-            else:
-                result.graph_def = payloads.restore(light)
-            return result
     if view is None:
         view = GraphView(work)  # (the first pass would index it)
     if weights_looked_at:
@@ -309,12 +271,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     # place (see PassContext.may_edit).
     outcome = manager.run(work, ctx, owned=work is not graph_def)
     final = outcome.graph_def
-    light = None
-    lazy = lazy_weights and payloads is not None
-    if cache_key is not None and not lazy:
-        light = type(final)()
-        light.CopyFrom(final)  # the restore below fills the weights in place
-    if payloads is not None and not lazy:
+    if payloads is not None:
         payloads.restore(final)
     annotated = capture.graphs.get("encapsulate", final)
     skip_reason = None
@@ -344,16 +301,11 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
                                      op_map=target_ops, present=present, user_view=user_view,
                                      in_place=final is not work and final is not graph_def
                                      and final is not user_graph)
-    if light is not None and aliases:
-        # The cached light copy was taken before the aliases were added: give it the same nodes.
-        light.node.extend(node for node in final.node if node.name in aliases)
     result = RewriteResult(
         graph_def=final,
         clusters=clusters,
         placement=placement,
-        # (A light final graph compares with the light input, their weights being the same.)
-        modified=final is not user_graph and final is not graph_def
-        and final != (graph_def if lazy else user_graph),
+        modified=final is not user_graph and final is not graph_def and final != user_graph,
         skip_reason=skip_reason,
         tensor_map=tensor_map,
         feed_map=feed_map,
@@ -366,15 +318,4 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         result.with_lazy_placement(placement_parts)
     result.with_lazy_op_map(functools.partial(_op_map, frozenset(present), clusters,
                                               client_names, targets))
-    if lazy:
-        result.with_light_graph(final, payloads)
-        light = final  # the cache copies it
-    if derive is not None:
-        result.derived.update(derive(result))
-    if cache_key is not None:
-        from npu_adapter.pipeline import rewrite_cache
-
-        rewrite_cache.MEMORY.put(cache_key, light, result)
-        if disk is not None:
-            disk.put(cache_key, light, result)
     return result

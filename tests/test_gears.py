@@ -11,7 +11,7 @@ from npu_adapter import rewrite
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError, RewriteError
 from npu_adapter.pipeline.gears import GearTable
-from npu_adapter.session import LAZY_CACHE_SIZE, NpuSession, plain_session_class
+from npu_adapter.session import LAZY_CACHE_SIZE, NpuSession, plain_session_class, runner_of
 from npu_adapter.testing import assert_rewrite_equivalent
 
 tf1 = tf.compat.v1
@@ -240,7 +240,7 @@ def test_pad_up_waste_is_reported_by_the_session():
     with NpuSession(graph=g, config=config) as sess:
         for rows in (3, 4, 9):
             sess.run("probs:0", {"x:0": np.zeros((rows, 16), np.float32)})
-        stats = sess.npu_gear_stats()
+        stats = runner_of(sess).gear_stats()
     (st,) = stats.values()
     assert st["runs"] == 3 and st["gear_counts"] == {0: 2, 2: 1}
     assert st["actual_elements"] == (3 + 4 + 9) * 16
@@ -326,7 +326,7 @@ def test_lazy_recompile_specialises_per_shape_with_lfu_eviction():
             for rows in [1, 1, 2, 1] + list(range(3, 3 + LAZY_CACHE_SIZE)) + [2, 1]:
                 got = sess.run("out:0", {"x:0": np.full((rows, 4), rows, np.float32)})
                 np.testing.assert_array_equal(got, expected(rows))
-            stats = sess.npu_lazy_stats()
+            stats = runner_of(sess).lazy_stats()
     # Shapes 1 (used 3 times) and 2 (once), then 10 new ones: the cache holds 10, so the 11th and
     # 12th evict the least frequently used, oldest first (2, then 3). 2 comes back: rebuilt (a
     # re-specialisation, evicting 4); 1 never left: a hit.
@@ -351,21 +351,15 @@ def test_keep_dtype_is_carried_into_the_cluster_and_reported():
     assert next(n for n in fdef.node_def if n.name == "soft").attr["_keep_dtype"].i == 1
 
 
-@pytest.mark.parametrize("on_user_graph", [True, False], ids=["user_graph", "shadow"])
-def test_session_calls_the_chosen_gear_directly(on_user_graph):
+def test_session_calls_the_chosen_gear_directly():
     """With fed inputs and the exact policy the session picks the gear from the fed shapes (as
     the original GeOp kernel does on the host) and runs that gear's copy of the cluster,
-    skipping the in-graph dispatcher: on the CPU reference inlined, and (a static-shape copy of
-    the user's nodes, its shape checks made by the choice) on the user's graph itself unless
-    the option sends it to the shadow. A shape in no gear still gets the dispatcher's named
-    error."""
-    from npu_adapter.session import core
-
+    skipping the in-graph dispatcher (no ``Case`` runs). A shape in no gear still gets the
+    dispatcher's named error."""
     g = tf.Graph()
     with g.as_default():
         tf.graph_util.import_graph_def(seed_graph(), name="")
-    config = NpuConfig.from_dict({**SEED_CONFIG, "npu_adapter_run_on_user_graph": on_user_graph}) \
-        .to_config_proto()
+    config = NpuConfig.from_dict(SEED_CONFIG).to_config_proto()
     plain = plain_session_class()(graph=g)
     with NpuSession(graph=g, config=config) as sess:
         for gear in (0, 1, 2, 1, 0):
@@ -373,27 +367,23 @@ def test_session_calls_the_chosen_gear_directly(on_user_graph):
             got = sess.run(SEED_FETCHES, feeds)
             want = plain.run(SEED_FETCHES, feeds)
             assert [a.tobytes() for a in got] == [b.tobytes() for b in want]
-        (entry,) = sess._npu_signatures.values()
-        assert sorted(entry.variants) == [("gears", (0,)), ("gears", (1,)), ("gears", (2,))]
-        direct = {key: installed is core._DIRECT for key, installed in entry.variants.items()}
-        assert set(direct.values()) == {on_user_graph}
+        traced = tf1.RunMetadata()
+        sess.run(SEED_FETCHES, seed_feeds(SEED_GEARS[2], seed=2),
+                 options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
+                 run_metadata=traced)
+        labels = [n.timeline_label for d in traced.step_stats.dev_stats for n in d.node_stats]
+        assert any(label.startswith("GeOp1_0 = ") for label in labels)
+        assert not any("= Case(" in label for label in labels)
         assert not any(op.type == "StatefulPartitionedCall" for op in g.get_operations())
-        # No gear function is called: the gears' bodies, their shape checks included, are
-        # inlined into the shadow, or the user's nodes run where they are.
-        shadow_ops = sess._graph.get_operations()
-        assert not any(op.type == "StatefulPartitionedCall" for op in shadow_ops)
-        assert any(op.type == "EnsureShape" for op in shadow_ops) is not on_user_graph
-        assert ("_npu_direct" in sess.__dict__) is on_user_graph
         with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
             sess.run(SEED_FETCHES, seed_feeds(((1, 1, 40, 30), (1, 30), (1, 1))))
-        assert sess.npu_gear_stats()["GeOp1_0"]["gear_counts"] == {0: 2, 1: 2, 2: 1}
+        assert runner_of(sess).gear_stats()["GeOp1_0"]["gear_counts"] == {0: 2, 1: 2, 2: 2}
     plain.close()
 
 
-def test_repeated_shapes_repeat_the_selection_and_are_counted_each_run():
-    """A step whose fed shapes an earlier step of the same fetches had repeats that step's
-    selection (the session keeps it per run plan): every run is counted, in the right gear,
-    and a new shape, or a shape in no gear, still selects anew."""
+def test_repeated_shapes_are_counted_each_run():
+    """Every run is counted, in the right gear, whether its fed shapes are new or repeat an
+    earlier step's; a shape in no gear is refused each time."""
     config = NpuConfig.from_dict(dict(PAD_UP, input_shape="x:-1,16", dynamic_dims="4;8;16",
                                       npu_adapter_gear_unpad="probs:0:0")).to_config_proto()
     g = tf.Graph()
@@ -410,9 +400,7 @@ def test_repeated_shapes_repeat_the_selection_and_are_counted_each_run():
             sess.run("probs:0", {"x:0": np.zeros((17, 16), np.float32)})
         with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
             sess.run("probs:0", {"x:0": np.zeros((17, 16), np.float32)})
-        (plan,) = [p for p in sess._npu_fast.values() if p.choices is not None]
-        assert sorted(plan.choices) == [((3, 16),), ((4, 16),), ((9, 16),), ((17, 16),)]
-        (st,) = sess.npu_gear_stats().values()
+        (st,) = runner_of(sess).gear_stats().values()
     plain.close()
     assert st["runs"] == len(rows_run) and st["gear_counts"] == {0: 4, 2: 3}
     assert st["actual_elements"] == sum(rows_run) * 16
@@ -448,11 +436,11 @@ def test_gears_on_a_placeholder_with_default_and_without_feed_dict():
     with NpuSession(graph=g, config=config) as sess:
         got = sess.run("out:0")
         assert got.tobytes() == plain.run("out:0").tobytes()
-        assert not sess.npu_rewrite_result("out:0").clusters[0].gears
+        assert not runner_of(sess).rewrite_result("out:0").clusters[0].gears
         four = {"x:0": np.full((4, 3), 0.5, np.float32)}
         assert sess.run("out:0", four).tobytes() == plain.run("out:0", four).tobytes()
-        assert sess.npu_rewrite_result("out:0", four).clusters[0].gears
-        assert sess.npu_gear_stats()["GeOp2_0"]["gear_counts"] == {1: 1}
+        assert runner_of(sess).rewrite_result("out:0", four).clusters[0].gears
+        assert runner_of(sess).gear_stats()["GeOp2_0"]["gear_counts"] == {1: 1}
     plain.close()
 
 

@@ -16,7 +16,7 @@ from graph_cases import training_optimizer as _optimizer
 import npu_adapter
 from npu_adapter.config import NpuConfig
 from npu_adapter.report.placement import placement_report
-from npu_adapter.session import plain_session_class
+from npu_adapter.session import plain_session_class, runner_of
 from npu_adapter.testing import assert_rewrite_equivalent
 
 tf1 = tf.compat.v1
@@ -259,7 +259,7 @@ def test_npu_session_trains_like_plain_tensorflow(use_resource):
                 losses[cls] = [sess.run([loss, train], feeds)[0] for _ in range(4)]
                 if cls is not PlainSession:
                     assert npu_adapter.session.is_npu_session(sess)
-                    result = sess.npu_rewrite_result([loss, train], feeds)
+                    result = runner_of(sess).rewrite_result([loss, train], feeds)
                     assert len(result.membership()) == 1
     finally:
         if not was_installed:

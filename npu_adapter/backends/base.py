@@ -59,6 +59,10 @@ class Backend(abc.ABC):
     inlines_calls_at_install = False
     # False when lower() does not read its ``clusters`` argument (it then gets None).
     lower_reads_clusters = True
+    # True when lower() needs the data of the graph's constants (it writes them out, as the
+    # CANN backend freezes each cluster into a model). Sessions otherwise rewrite graphs whose
+    # large constants hold no data (npu_adapter/graph/payload.py) and put it back at install.
+    needs_constant_data = False
 
     def op_support(self, config):
         """The op-support list for this backend under ``config``.

@@ -214,8 +214,7 @@ class Program:
     def _scan(result):
         gears = []
         lazy = False
-        graph_def, _ = result.light_parts()  # cluster attributes only: the weights may wait
-        for node in graph_def.node:
+        for node in result.graph_def.node:
             attrs = node.attr
             if DYNAMIC_INPUT_ATTR in attrs and attrs[DYNAMIC_INPUT_ATTR].s == b"1" and \
                     DYNAMIC_MODE_ATTR in attrs and \

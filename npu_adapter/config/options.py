@@ -456,11 +456,6 @@ _SPECS = [
          "keep a closed session's TensorFlow session for the next session on the same graph "
          "and options when what it ran keeps no state between runs (false: close it, freeing "
          "its memory, as TensorFlow does)", ours=True, stamped=False),
-    _opt(OUR_PREFIX + "run_on_user_graph", "b", True, "npu_adapter",
-         "CPU reference: a signature whose installed form is the user's own nodes (clusters "
-         "inlined, nothing else changed) and keeps no state runs on a TensorFlow session of the "
-         "user's graph instead of importing them into the session's private graph (false: "
-         "always the private graph)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "isolate_clusters", "b", False, "npu_adapter",
          "CPU reference: never inline cluster functions (keeps the device boundary at run time; "
          "numbers may then differ from plain TF by rounding)", ours=True, stamped=False),

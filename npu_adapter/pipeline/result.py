@@ -341,14 +341,6 @@ class RewriteResult:
         aliases: dict user node name → the tensors (or ``^ops``) its alias node in
             ``graph_def`` reads: the nodes that keep fetched, fed and target names valid after
             their nodes moved into clusters (:mod:`npu_adapter.graph.aliases`).
-        derived: what a caller of ``rewrite(derive=...)`` derived from the result (JSON values),
-            kept with it in the rewrite caches so that a cached result brings it along
-            (sessions record whether the installed form is the user's own nodes).
-
-    A result may hold its graph without the weights at first (:meth:`with_light_graph`, as
-    ``rewrite`` returns to sessions): ``graph_def`` then puts them back on first access, into a
-    copy, while :meth:`light_parts` gives the light graph and its payload store to a reader
-    that takes the weights from elsewhere.
     """
 
     graph_def: typing.Any
@@ -363,14 +355,6 @@ class RewriteResult:
     timings: list = dataclasses.field(default_factory=list)
     pass_info: dict = dataclasses.field(default_factory=dict)
     aliases: dict = dataclasses.field(default_factory=dict)
-    derived: dict = dataclasses.field(default_factory=dict)
-
-    def with_light_graph(self, light_graph_def, payloads):
-        """Hold ``light_graph_def`` (see :mod:`npu_adapter.graph.payload`) instead of the full
-        graph; ``payloads`` restores it when ``graph_def`` is read. Returns ``self``."""
-        self.__dict__["_light"] = (light_graph_def, payloads)
-        self.__dict__["_graph_def"] = None
-        return self
 
     def with_lazy_placement(self, parts):
         """Build ``placement`` from ``parts`` (a :class:`PlacementParts`) when it is first
@@ -386,12 +370,6 @@ class RewriteResult:
         self.__dict__[f"_{field}_build"] = build
         self.__dict__[f"_{field}"] = None
         return self
-
-    def light_parts(self):
-        """``(graph, payloads)``: the light graph and the store of its weights while the full
-        graph was not asked for, else ``(graph_def, None)``."""
-        light = self.__dict__.get("_light")
-        return light if light is not None else (self.graph_def, None)
 
     def cluster(self, name):
         """The :class:`ClusterInfo` called ``name`` (KeyError if none)."""
@@ -423,22 +401,6 @@ class RewriteResult:
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _get_graph_def(self):
-    light = self.__dict__.get("_light")
-    if light is not None:
-        graph_def, payloads = light
-        full = type(graph_def)()
-        full.CopyFrom(graph_def)  # the light graph stays as it is for its other readers
-        self.__dict__["_graph_def"] = payloads.restore(full)
-        self.__dict__["_light"] = None
-    return self.__dict__["_graph_def"]
-
-
-def _set_graph_def(self, graph_def):
-    self.__dict__["_graph_def"] = graph_def
-    self.__dict__["_light"] = None
-
-
 def _built_on_read(field, doc):
     """A property standing for dataclass field ``field`` whose value a builder may make on
     first read (see ``RewriteResult._build_on_read``); setting it drops the builder."""
@@ -458,10 +420,8 @@ def _built_on_read(field, doc):
     return property(get, set_, doc=doc)
 
 
-# ``graph_def``, ``placement`` and ``op_map`` stay dataclass fields (constructor argument,
-# comparison, repr) whose value may be made on first access: each property stands in for the
-# plain attribute.
-RewriteResult.graph_def = property(_get_graph_def, _set_graph_def, doc="The rewritten GraphDef.")
+# ``placement`` and ``op_map`` stay dataclass fields (constructor argument, comparison, repr)
+# whose value may be made on first access: each property stands in for the plain attribute.
 RewriteResult.placement = _built_on_read(
     "placement", "Node name → placement entry (built on first read).")
 RewriteResult.op_map = _built_on_read(

@@ -145,6 +145,7 @@ class CannBackend(Backend):
     keeps_state_on_host = True
     per_op_node_support = False  # string tensors depend on the node's type attrs
     hoist_constants_bytes = None  # weights go into the model, as in a frozen .pb
+    needs_constant_data = True  # lower() freezes them into the model
 
     def supports_node(self, node_def, op_def):
         if node_def.op in ("Placeholder", "PlaceholderWithDefault"):
