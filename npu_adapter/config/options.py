@@ -170,15 +170,6 @@ def _check_input_fusion_size(name, value):
     return clamped
 
 
-def _check_profiling_options(name, value):
-    if value:
-        # Imported here: the profiling package is not needed to read options.
-        from npu_adapter.profiling.options import parse_profiling_options
-
-        parse_profiling_options(value)
-    return value
-
-
 def _check_backend(name, value):
     if not value.strip():
         raise NpuConfigError(name, value, "a backend name such as 'cpu', 'xla' or 'cann'")
@@ -410,10 +401,12 @@ _SPECS = [
     _opt("op_compiler_cache_mode", "s", "", _G, "operator compile cache mode"),
     _opt("op_compiler_cache_dir", "s", "", _G, "operator compile cache directory"),
     _opt("profiling_mode", "b", False, _G, "profiling; empty profiling_options get a default"),
+    # Checked with profiling_mode (config.rules.check_profiling_options): an option of a
+    # feature that is off never stops a script.
     _opt("profiling_options", "s", "", _G, "profiling options (JSON)",
          allowed="a JSON object of profiling options, e.g. "
                  "'{\"output\":\"/tmp/profiling\",\"training_trace\":\"on\"}'",
-         severity="E", validator=_check_profiling_options),
+         severity="E"),
     _opt("aoe_mode", "s", None, _G, "AOE tuning mode; falls back to env AOE_MODE",
          choices=("", "1", "2", "4"), allowed="'1', '2' or '4'", severity="E"),
     _opt("work_path", "s", "./", _G, "AOE working directory (checked when AOE is on)",
