@@ -42,7 +42,7 @@ if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
     with contextlib.suppress(ImportError):
         import tf_keras  # noqa: F401
 
-from npu_bridge import _tf1_aliases
+from npu_bridge import _keras_session, _tf1_aliases
 
 
 def _install_npu_session():
@@ -54,6 +54,7 @@ def _install_npu_session():
 
 _tf1_aliases.install()
 _install_npu_session()
+_keras_session.install()
 
 # The original's package-level names: the op handle, `helper`, `hccl_ops`, `npu_close`
 # (registered to run at exit, as the original does) and `atexit`.
