@@ -12,7 +12,10 @@ TensorFlow) routes ``import tensorflow`` made by the project's own packages (``n
 ``npu_bridge``, ``hccl``): when ``sys.modules["tensorflow"]`` is such an alias module, they get
 ``tf.compat.v2`` (TensorFlow's own TF2 API module, the one ``tf_keras`` imports as ``tf``);
 otherwise the import is left to Python as usual. Every other module of the process, the script's
-included, keeps seeing what the launcher put there. Imports of TensorFlow's submodules
+included, keeps seeing what the launcher put there. The routing is a wrapper around
+``builtins.__import__``: Python answers ``import tensorflow`` from ``sys.modules`` before any
+import hook is asked, and only ``__import__`` knows which module is importing. Imports of
+TensorFlow's submodules
 (``from tensorflow.python.framework import ops``) need no routing: they are found in
 ``sys.modules`` by their own names.
 
