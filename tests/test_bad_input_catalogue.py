@@ -122,6 +122,8 @@ for name, values in STRUCTURED.items():
             options = {**TRIO, "dynamic_dims": "1;2", name: value}
         if name == "optypelist_for_implmode":
             options["op_select_implmode"] = "high_precision"
+        if name == "profiling_options":  # checked while profiling is on
+            options["profiling_mode"] = True
         if name == "in_out_pair":
             options["mix_compile_mode"] = True
         case(f"structured-{name}-{k}", _config(options), NpuConfigError, [name])

@@ -53,6 +53,7 @@ def test_gear_variant_runs_the_multi_gear_model(cann_fakes):
     assert stats.clusters[name].compiles == 1 and stats.compiles == 1
     assert stats.clusters[name].gear_counts == {1: 1}
     first.close()
-    assert first.cann.stats().loads == 1 and cann_fakes.acl.fake.leaks().get("models")
-    second.close()  # the last session unloads the models
-    assert "models" not in cann_fakes.acl.fake.leaks()
+    leaks = cann_fakes.acl.fake.leaks()
+    assert first.cann.stats().loads == 1 and leaks["models"] and leaks["devices"] == [0]
+    second.close()  # the last session unloads the models and releases the device
+    assert cann_fakes.acl.fake.leaks() == {"initialized": [True]}  # acl.finalize at exit

@@ -93,7 +93,7 @@ def test_session_manager_prepares_an_npu_session():
 def test_keras_backend_session_after_set_keras_session_npu_config():
     from npu_bridge import _init_api
 
-    keras_backend = _init_api._keras_backend()
+    keras_backend = tf.compat.v1.keras.backend  # the Keras the NPU session is handed to
     graph = tf.Graph()
     try:
         with graph.as_default():

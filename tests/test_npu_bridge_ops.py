@@ -118,6 +118,70 @@ def test_dropout_noise_shape_and_seed():
     np.testing.assert_array_equal(first, _run(out, graph=graph))
 
 
+def _dropout_entry_points():
+    from npu_bridge.estimator import npu_aicore_ops
+
+    return {"npu_ops.dropout": npu_ops.dropout, "dropout_v3": npu_aicore_ops.dropout_v3,
+            "dropout_v4": npu_aicore_ops.dropout_v4}
+
+
+@pytest.mark.parametrize("entry_point", ["npu_ops.dropout", "dropout_v3", "dropout_v4"])
+def test_dropout_with_a_fed_keep_prob_keeps_the_shape_for_the_next_layer(entry_point):
+    """The TF1 pattern: keep_prob is a placeholder of unknown shape, fed 0.5 to train and 1.0 to
+    evaluate, and a dense layer follows (it needs the last dimension)."""
+    from npu_adapter.config import NpuConfig
+    from npu_adapter.session import NpuSession, plain_session_class
+
+    dropout = _dropout_entry_points()[entry_point]
+    tf1 = tf.compat.v1
+    rs = np.random.RandomState(0)
+    xs, ys = rs.randn(8, 16).astype(np.float32), rs.randint(0, 3, 8)
+
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(5)
+            x = tf1.placeholder(tf.float32, [None, 16])
+            y = tf1.placeholder(tf.int32, [None])
+            keep_prob = tf1.placeholder(tf.float32)
+            # Seeded initialisers: tf_keras' own are not reproducible across two graphs.
+            hidden = tf1.layers.dense(x, 32, activation=tf.nn.relu,
+                                      kernel_initializer=tf1.glorot_uniform_initializer(seed=1))
+            dropped = dropout(hidden, keep_prob)
+            assert dropped.shape.as_list() == tf1.nn.dropout(hidden, keep_prob).shape.as_list()
+            logits = tf1.layers.dense(dropped, 3,
+                                      kernel_initializer=tf1.glorot_uniform_initializer(seed=2))
+            loss = tf1.losses.sparse_softmax_cross_entropy(y, logits)
+            train = tf1.train.AdamOptimizer(0.01).minimize(loss)
+            init = tf1.global_variables_initializer()
+        return graph, (x, y, keep_prob), dropped, loss, train, init
+
+    results = {}
+    config = NpuConfig().to_config_proto()
+    for cls in (plain_session_class(), NpuSession):
+        graph, (x, y, keep_prob), dropped, loss, train, init = build()
+        assert dropped.shape.as_list() == [None, 32]
+        with cls(graph=graph, config=config) as sess:
+            sess.run(init)
+            steps = [sess.run([loss, train], {x: xs, y: ys, keep_prob: 0.5})[0]
+                     for _ in range(3)]
+            evaluation = sess.run(loss, {x: xs, y: ys, keep_prob: 1.0})
+            if cls is NpuSession:
+                assert sess.npu_rewrite_count == 3  # init, train, evaluation
+        results[cls] = steps + [evaluation]
+    plain, npu = results.values()
+    assert [a.tobytes() for a in plain] == [b.tobytes() for b in npu]
+    assert len({float(v) for v in plain}) == 4  # every step trains on new masks
+
+
+def test_dropout_keep_prob_fed_as_a_vector_fails_at_run_time():
+    with tf.Graph().as_default() as graph:
+        keep_prob = tf.compat.v1.placeholder(tf.float32)
+        out = npu_ops.dropout(tf.ones([4]), keep_prob)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="keep_prob_scalar"):
+        _run(out, {keep_prob: [0.5, 0.5]}, graph=graph)
+
+
 def test_dropout_keep_prob_one_returns_input():
     with tf.Graph().as_default():
         x = tf.constant([1.0, 2.0])

@@ -125,7 +125,23 @@ def test_unknown_keys_warn_and_the_default_options_are_valid():
 def test_the_session_option_is_validated():
     with pytest.raises(NpuConfigError, match="aic_metrics"):
         NpuConfig(profiling_mode=True, profiling_options=options(aic_metrics="Bogus"))
+    with pytest.raises(NpuConfigError, match="profiling_options"):
+        NpuConfig(profiling_mode=True, profiling_options="trace everything")
     assert NpuConfig(profiling_options=options(output="/p")).profiling_options == '{"output": "/p"}'
+
+
+@pytest.mark.parametrize("text", ["trace everything", options(aic_metrics="Bogus")])
+def test_profiling_options_never_stop_a_script_while_profiling_is_off(text):
+    from npu_adapter.config.warnings import reset_warn_once
+
+    reset_warn_once()
+    for explicit in ({}, {"profiling_mode": False}):
+        with pytest.warns(UserWarning, match="profiling_mode is off, so profiling_options is "
+                                             "not used"):
+            config = NpuConfig(profiling_options=text, **explicit)
+        reset_warn_once()
+        assert config.profiling_options == text and not config.profiling_mode
+        assert static_profiling_settings(config, environ={}) is None
 
 
 # ---------------------------------------------------------------------------- settings
@@ -535,3 +551,58 @@ def test_profile_report_in_headless_chromium(tmp_path):
                     width=1200, height=1600)
     stats, problems = SHOT.check_png(str(png), ["#4a7bd0"])   # the bar chart's bars
     assert problems == [], problems
+
+
+# ---------------------------------------------------------------------------- older plain form
+
+
+def test_the_older_plain_string_form_is_read_as_json_with_a_warning():
+    from npu_adapter.config.warnings import reset_warn_once
+
+    reset_warn_once()
+    with pytest.warns(UserWarning, match="plain-string form of older CANN releases"):
+        parsed = parse_profiling_options("training_trace:task_trace")
+    assert parsed.training_trace and parsed.task_trace and parsed.output == "./"
+    assert parsed.as_dict() == {"output": "./", "training_trace": "on", "task_trace": "on"}
+    with pytest.raises(NpuConfigError, match="JSON"):
+        parse_profiling_options("task_trace:bogus")  # not the older form either
+
+
+def script_config(profiling_mode):
+    """The NpuOptimizer entry of a ModelZoo launch script whose profiling flag defaults to the
+    older plain string."""
+    config = tf1.ConfigProto()
+    custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
+    custom_op.name = "NpuOptimizer"
+    custom_op.parameter_map["profiling_mode"].b = profiling_mode
+    custom_op.parameter_map["profiling_options"].s = tf.compat.as_bytes("task_trace")
+    return config
+
+
+@pytest.mark.parametrize("profiling_mode", [False, True])
+def test_a_script_with_the_older_profiling_string_runs(tmp_path, monkeypatch, profiling_mode):
+    from npu_adapter.config.warnings import reset_warn_once
+    from npu_adapter.session import NpuSession, plain_session_class
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PROFILING_MODE", raising=False)
+    feed = {"x:0": np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)}
+    losses = {}
+    with plain_session_class()(graph=mlp_graph(), config=script_config(profiling_mode)) as sess:
+        sess.run("init")
+        losses["plain"] = [sess.run(["loss:0", "train"], feed)[0] for _ in range(3)]
+    reset_warn_once()  # the warning is issued once per process
+    with pytest.warns(UserWarning, match="plain-string form of older CANN releases"):
+        sess = NpuSession(graph=mlp_graph(), config=script_config(profiling_mode))
+    with sess:
+        sess.run("init")
+        losses["npu"] = [sess.run(["loss:0", "train"], feed)[0] for _ in range(3)]
+        assert sess.npu_rewrite_count >= 1
+    plain, npu = losses.values()
+    assert [a.tobytes() for a in plain] == [b.tobytes() for b in npu]
+    profiles = sorted(path.name for path in tmp_path.glob("PROF_*"))
+    assert len(profiles) == (1 if profiling_mode else 0)
+    if profiling_mode:
+        readme = next(tmp_path.glob("PROF_*/**/README.txt")).read_text()
+        assert 'profiling options from session options: {"output": "./", "task_trace": "on"}' \
+            in readme

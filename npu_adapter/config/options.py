@@ -64,7 +64,9 @@ class OptionSpec:
     never applied to defaults. ``strict_kind=False`` marks the options the original reads only
     when the AttrValue has the expected field (a value of another kind is ignored, with a
     warning, instead of raising). ``stamped`` says whether :meth:`NpuConfig.to_node_attrs`
-    includes the option; ``attr_name`` is the node attribute it is stamped as.
+    includes the option; ``attr_name`` is the node attribute it is stamped as. ``max_bytes``
+    bounds a text option's value (UTF-8 bytes; :data:`~npu_adapter.config.parsers.MAX_TEXT_BYTES`,
+    :data:`~npu_adapter.config.parsers.MAX_PATH_BYTES` for paths).
     """
 
     name: str
@@ -83,6 +85,7 @@ class OptionSpec:
     attr_name: str = ""
     validator: Optional[Callable[[str, Any], Any]] = None
     choices: Optional[Tuple[Any, ...]] = None
+    max_bytes: Optional[int] = None
 
     @property
     def type_name(self):
@@ -96,6 +99,8 @@ class OptionSpec:
 
     def validate(self, value):
         """Check an explicitly set value (already of the right Python type); return it."""
+        if self.max_bytes is not None:
+            parsers.check_text_size(self.name, value, self.max_bytes)
         if self.choices is not None and value not in self.choices:
             raise NpuConfigError(self.name, value, self.allowed)
         if self.validator is not None:
@@ -170,15 +175,6 @@ def _check_input_fusion_size(name, value):
     return clamped
 
 
-def _check_profiling_options(name, value):
-    if value:
-        # Imported here: the profiling package is not needed to read options.
-        from npu_adapter.profiling.options import parse_profiling_options
-
-        parse_profiling_options(value)
-    return value
-
-
 def _check_backend(name, value):
     if not value.strip():
         raise NpuConfigError(name, value, "a backend name such as 'cpu', 'xla' or 'cann'")
@@ -205,6 +201,8 @@ def _opt(name, kind, default, category, doc, choices=None, allowed=None, **kwarg
     if choices is not None:
         choices = tuple(choices)
         allowed = allowed or _choice_text(choices)
+    if kind == "s":
+        kwargs.setdefault("max_bytes", parsers.MAX_TEXT_BYTES)
     return OptionSpec(name=name, kind=kind, default=default, category=category, doc=doc,
                       choices=choices, allowed=allowed or _ANY[kind], **kwargs)
 
@@ -410,10 +408,12 @@ _SPECS = [
     _opt("op_compiler_cache_mode", "s", "", _G, "operator compile cache mode"),
     _opt("op_compiler_cache_dir", "s", "", _G, "operator compile cache directory"),
     _opt("profiling_mode", "b", False, _G, "profiling; empty profiling_options get a default"),
+    # Checked with profiling_mode (config.rules.check_profiling_options): an option of a
+    # feature that is off never stops a script.
     _opt("profiling_options", "s", "", _G, "profiling options (JSON)",
          allowed="a JSON object of profiling options, e.g. "
                  "'{\"output\":\"/tmp/profiling\",\"training_trace\":\"on\"}'",
-         severity="E", validator=_check_profiling_options),
+         severity="E"),
     _opt("aoe_mode", "s", None, _G, "AOE tuning mode; falls back to env AOE_MODE",
          choices=("", "1", "2", "4"), allowed="'1', '2' or '4'", severity="E"),
     _opt("work_path", "s", "./", _G, "AOE working directory (checked when AOE is on)",
@@ -474,14 +474,15 @@ _SPECS = [
 ]
 
 def _with_path_check(spec):
-    """``spec`` whose validator also rejects a NUL character in the path."""
+    """``spec`` whose validator also rejects a NUL character in the path, and whose value is
+    at most a path long."""
     inner = spec.validator
 
     def check(name, value):
         files.check_path_text(name, value)
         return inner(name, value) if inner is not None else value
 
-    return replace(spec, validator=check)
+    return replace(spec, validator=check, max_bytes=parsers.MAX_PATH_BYTES)
 
 
 _SPECS = [_with_path_check(spec) if spec.name in files.PATH_OPTIONS else spec for spec in _SPECS]

@@ -14,6 +14,7 @@ import os
 
 from npu_adapter.config import parsers
 from npu_adapter.config.options import OPTIONS_BY_NAME, PROFILING_DEFAULT_OPTIONS
+from npu_adapter.config.warnings import warn_once
 from npu_adapter.errors import NpuConfigError
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "check_option_files",
     "check_optypelist_needs_implmode",
     "check_precision_modes",
+    "check_profiling_options",
     "check_variable_placement_host",
     "default_profiling_options",
     "emulate_precision_from_environment",
@@ -292,6 +294,33 @@ def check_option_files(view):
         load_customize_dtypes(view.value("customize_dtypes"))
 
 
+def check_profiling_options(view):
+    """``profiling_options`` in the older plain-string form (``"task_trace"``) becomes its JSON
+    form, with a deprecation warning (docs/profiling.md). The options are checked when
+    ``profiling_mode`` is on (an error names the key and what is allowed); while it is off they
+    are not used, so a value that is not valid is warned about and never stops the script.
+    """
+    text = view.value("profiling_options")
+    if not text:
+        return None
+    # Imported here: the profiling package is not needed to read the other options.
+    from npu_adapter.profiling.options import (
+        normalize_profiling_options,
+        parse_profiling_options,
+    )
+
+    normalized = normalize_profiling_options(text)
+    if view.value("profiling_mode"):
+        parse_profiling_options(normalized)
+    else:
+        try:
+            parse_profiling_options(normalized)
+        except NpuConfigError as exc:
+            warn_once(("profiling-options-unused", text),
+                      f"{exc} (profiling_mode is off, so profiling_options is not used)")
+    return {"profiling_options": normalized} if normalized != text else None
+
+
 def default_profiling_options(view):
     """``profiling_mode`` True with empty ``profiling_options`` uses the original's default JSON
     (docs/options.md).
@@ -334,6 +363,7 @@ RULES = (
     check_dump_path,
     check_aoe_mode,
     check_option_files,
+    check_profiling_options,
     default_profiling_options,
     emulate_precision_from_environment,
 )

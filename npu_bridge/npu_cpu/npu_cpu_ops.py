@@ -22,7 +22,7 @@ spelling.
 
 import json  # noqa: F401 - the original module exports it
 
-import tensorflow.compat.v1 as tf
+import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2  # noqa: F401 - re-exported as the original
 from tensorflow.python.framework import ops  # noqa: F401 - re-exported as the original
 from tensorflow.python.util import compat  # noqa: F401 - re-exported as the original
