@@ -18,6 +18,7 @@ import collections
 
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
+from npu_adapter import tf_compat
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.names import parse_input
 
@@ -199,7 +200,7 @@ def splice_into_graph(tf_graph, rewritten, scope, original_graph_def=None):
                     group = b"loc:@" + target.encode()
                 mapped.append(group)
             op = tf_graph.get_operation_by_name(f"{scope}/{name}")
-            op._set_attr("_class", attr_value_pb2.AttrValue(
+            tf_compat.set_op_attr(op, "_class", attr_value_pb2.AttrValue(
                 list=attr_value_pb2.AttrValue.ListValue(s=mapped)))
 
     def rename(name):
