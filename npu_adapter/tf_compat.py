@@ -22,7 +22,9 @@ __all__ = [
     "INTERNALS",
     "TensorFlowInternalsError",
     "attr_scope",
+    "find",
     "freeze_function",
+    "keras_noise_shape",
     "one_device_extended",
     "op_def",
     "register_proto_function",
@@ -48,6 +50,7 @@ _FREEZE = "tensorflow.python.framework.convert_to_constants.convert_variables_to
 _WARM_START = "tensorflow_estimator.python.estimator.estimator.Estimator._warm_start_settings"
 _OVERRIDE_CHECK = ("tensorflow_estimator.python.estimator.estimator.Estimator."
                    "_assert_members_are_not_overridden")
+_NOISE_SHAPE = "Keras 2 (tf_keras) Dropout._get_noise_shape"
 
 INTERNALS = {
     _OP_DEF_GET: "the OpDef of an op type (edge dtypes, stateful ops, attr defaults)",
@@ -69,6 +72,8 @@ INTERNALS = {
                  "(TensorFlow 2.15, the last with tf.estimator)",
     _OVERRIDE_CHECK: "npu_estimator.no_check_override (TensorFlow 2.15, the last with "
                      "tf.estimator)",
+    _NOISE_SHAPE: "the noise shape of a Keras Dropout layer (SpatialDropout's included) in "
+                  "npu_convert_dropout",
 }
 """Every non-public TensorFlow name the project uses (outside the session layer, whose names are
 being moved here) -> what it is used for."""
@@ -86,9 +91,13 @@ def _moved(name):
 
 
 @functools.cache
-def _find(name):
-    """The object at ``name`` (a key of :data:`INTERNALS`: a module path, then attributes of
-    module-level objects), or :class:`TensorFlowInternalsError`."""
+def find(name):
+    """The object at ``name``, a key of :data:`INTERNALS` naming a module then attributes of
+    module-level objects (not an instance attribute, such as the estimator's warm start).
+
+    Raises:
+        TensorFlowInternalsError: this TensorFlow has no such module or attribute.
+    """
     parts = name.split(".")
     for split in range(len(parts) - 1, 0, -1):  # the longest importable module path
         try:
@@ -110,7 +119,7 @@ def _find(name):
 # tf.Operation.op_def needs an op built with valid inputs. Checked on 2.15 and 2.21.
 def op_def(op_type):
     """The registered ``OpDef`` of ``op_type``, or None for an op this process does not know."""
-    return _find(_OP_DEF_GET)(op_type)
+    return find(_OP_DEF_GET)(op_type)
 
 
 # No public API lists the kernels of an op with their device and dtype constraints
@@ -118,7 +127,7 @@ def op_def(op_type):
 # registered). Checked on 2.15 and 2.21.
 def registered_kernels(op_type):
     """The ``KernelList`` of the kernels registered for ``op_type`` (empty for unknown ops)."""
-    return _find(_KERNELS_FOR_OP)(op_type)
+    return find(_KERNELS_FOR_OP)(op_type)
 
 
 # ---- PyFunc tokens -------------------------------------------------------------------------
@@ -133,7 +142,7 @@ def register_py_func(token, func):
     """Make the PyFunc nodes whose ``token`` attr is ``token`` call ``func`` (held weakly: the
     caller keeps a reference as long as the nodes may run)."""
     try:
-        funcs = _find(_PY_FUNCS)._funcs
+        funcs = find(_PY_FUNCS)._funcs
     except AttributeError:
         raise _moved(_PY_FUNCS) from None
     funcs[token] = func
@@ -141,12 +150,12 @@ def register_py_func(token, func):
 
 def unregister_py_func(token):
     """Forget ``token`` (its PyFunc nodes fail from now on). Unknown tokens are ignored."""
-    _find(_PY_FUNCS).remove(token)
+    find(_PY_FUNCS).remove(token)
 
 
 def registered_py_func(token):
     """The callable registered under ``token``, or None."""
-    return _find(_PY_FUNCS).get(token)
+    return find(_PY_FUNCS).get(token)
 
 
 # ---- graph building ------------------------------------------------------------------------
@@ -156,7 +165,7 @@ def registered_py_func(token):
 def set_op_attr(op, name, attr_value):
     """Set attribute ``name`` of the ``tf.Operation`` ``op`` to ``attr_value`` (an
     ``AttrValue``)."""
-    _find(_SET_ATTR)(op, name, attr_value)
+    find(_SET_ATTR)(op, name, attr_value)
 
 
 # No public API adds attributes to the ops created inside a block. Setting them afterwards with
@@ -168,7 +177,7 @@ def attr_scope(attrs):
     (``{name: AttrValue}``)."""
     import tensorflow as tf
 
-    return _find(_ATTR_SCOPE)(tf.compat.v1.get_default_graph(), attrs)
+    return find(_ATTR_SCOPE)(tf.compat.v1.get_default_graph(), attrs)
 
 
 # export_meta_graph serializes a collection only when a proto function is registered for its
@@ -177,7 +186,7 @@ def register_proto_function(collection, proto_type, to_proto, from_proto):
     """Register how the items of ``collection`` are written to and read from a MetaGraphDef.
     Registering a name again is a no-op (TensorFlow would raise ``KeyError``)."""
     with contextlib.suppress(KeyError):
-        _find(_PROTO_FUNCTION)(collection, proto_type=proto_type, to_proto=to_proto,
+        find(_PROTO_FUNCTION)(collection, proto_type=proto_type, to_proto=to_proto,
                               from_proto=from_proto)
 
 
@@ -191,7 +200,7 @@ def saver_builder_waiting_for(dependencies):
     ``dependencies(saveables)`` returns for the saveables being saved."""
     import tensorflow as tf
 
-    base = _find(_BULK_SAVER_BUILDER)
+    base = find(_BULK_SAVER_BUILDER)
 
     class SaverBuilderWaiting(base):
         def _AddSaveOps(self, filename_tensor, saveables):
@@ -213,7 +222,7 @@ def one_device_extended(num_replicas_in_sync, distribute_dataset):
     """A subclass of TensorFlow's one-device ``StrategyExtended`` whose replica count is
     ``num_replicas_in_sync()`` and whose ``experimental_distribute_dataset(dataset)`` is
     ``distribute_dataset(dataset)``."""
-    base = _find(_ONE_DEVICE_EXTENDED)
+    base = find(_ONE_DEVICE_EXTENDED)
 
     class OneDeviceExtended(base):
         @property
@@ -236,7 +245,7 @@ def one_device_extended(num_replicas_in_sync, distribute_dataset):
 def freeze_function(concrete_function):
     """``concrete_function`` with its variables folded into constants and its functional control
     flow (If/While) kept, as a ConcreteFunction."""
-    return _find(_FREEZE)(concrete_function, lower_control_flow=False)
+    return find(_FREEZE)(concrete_function, lower_control_flow=False)
 
 
 # ---- tf.estimator (TensorFlow 2.15; removed in 2.16) ---------------------------------------
@@ -258,8 +267,24 @@ def set_estimator_override_check(check):
     subclass overrides none of its members; returns the check it replaces."""
     import tensorflow as tf
 
-    _find(_OVERRIDE_CHECK)  # raises the clear error when TensorFlow renamed it
+    find(_OVERRIDE_CHECK)  # raises the clear error when TensorFlow renamed it
     cls = tf.estimator.Estimator
     previous = cls._assert_members_are_not_overridden
     cls._assert_members_are_not_overridden = check
     return previous
+
+
+# ---- Keras 2 -------------------------------------------------------------------------------
+
+# Keras 2's Dropout.call asks this method for the noise shape, and its SpatialDropout1D/2D/3D
+# override it (the method's own comment invites subclasses to); npu_convert_dropout replaces
+# Dropout.call, so it asks the same method. Keras has no public form of it. Checked with Keras
+# 2.15 (TensorFlow 2.15's tf.keras) and tf_keras 2.21.
+def keras_noise_shape(layer, inputs):
+    """The noise shape Keras 2's ``Dropout`` layer ``layer`` uses for ``inputs`` (None when the
+    mask is as large as the inputs)."""
+    try:
+        method = layer._get_noise_shape
+    except AttributeError:
+        raise _moved(_NOISE_SHAPE) from None
+    return method(inputs)
