@@ -73,14 +73,13 @@ def chain_with_branch():
 @contextlib.contextmanager
 def control_flow_v1():
     """Build TF1 (Enter/Exit/Switch/Merge) control flow inside the block."""
-    from tensorflow.python.ops import control_flow_util
-
-    old = control_flow_util.ENABLE_CONTROL_FLOW_V2
-    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
+    was_v2 = tf1.control_flow_v2_enabled()
+    tf1.disable_control_flow_v2()
     try:
         yield
     finally:
-        control_flow_util.ENABLE_CONTROL_FLOW_V2 = old
+        if was_v2:
+            tf1.enable_control_flow_v2()
 
 
 def while_loop_v1_graph():

@@ -69,6 +69,10 @@ def _variables(graph):
     return {v.op.name for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES)}
 
 
+def _is_ref(tensor):
+    return tensor.dtype != tensor.dtype.base_dtype  # float32_ref and the like
+
+
 def _check_one_cluster(res, graph, use_resource):
     """The whole step is one cluster; only the fed placeholders stay on the host; the CPU
     reference runs exactly the variables (and the ops on ref edges) in the outer graph."""
@@ -95,9 +99,9 @@ def _check_one_cluster(res, graph, use_resource):
             assert why == _RESOURCE_OUTSIDE
         else:  # exactly the ops with a ref input or output
             assert why == _REF_OUTSIDE
-            assert any(t.dtype._is_ref_dtype for t in list(op.inputs) + list(op.outputs)), name
+            assert any(_is_ref(t) for t in list(op.inputs) + list(op.outputs)), name
     for op in graph.get_operations():
-        if op.name in res.placement and any(t.dtype._is_ref_dtype for t in op.outputs):
+        if op.name in res.placement and any(_is_ref(t) for t in op.outputs):
             assert op.name in outside
     assert all(c.part_of in (None, cluster) for c in res.clusters)
     return cluster
