@@ -9,6 +9,7 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
+from npu_adapter import tf_compat
 from npu_adapter.testing import GraphBuilder
 
 tf1 = tf.compat.v1
@@ -99,7 +100,8 @@ def without_npu_compile(graph):
     """What npu_scope.without_npu_compile_scope does: ``_without_npu_compile=True`` on new ops."""
     from tensorflow.core.framework import attr_value_pb2
 
-    with graph._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+    with graph.as_default(), tf_compat.attr_scope(
+            {"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
         yield
 
 

@@ -34,7 +34,7 @@ def small_graph():
         mm = tf.matmul(x, w, name="net/mm")
         bias = tf.add(mm, tf.constant([0.5, -0.5, 1.0, 0.0]), name="net/bias")
         act = tf.tanh(bias, name="net/act")
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             host = tf.abs(act, name="host/abs")
         sq = tf.square(host, name="tail/sq")
         tf.reduce_sum(sq, name="tail/total")

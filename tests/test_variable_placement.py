@@ -14,6 +14,7 @@ from graph_cases import mlp_feeds, mlp_graph
 from graph_cases import training_optimizer as _optimizer
 
 import npu_adapter
+from npu_adapter import tf_compat
 from npu_adapter.config import NpuConfig
 from npu_adapter.report.placement import placement_report
 from npu_adapter.session import plain_session_class
@@ -195,8 +196,7 @@ def test_mix_mode_training_step_with_a_host_op_in_the_middle():
         w = tf1.get_variable("w", [3, 3], use_resource=False,
                              initializer=tf1.constant_initializer(0.3))
         h = tf.matmul(x, w, name="mm1")
-        with tf1.get_default_graph()._attr_scope(
-                {"_without_npu_compile": tf1.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": tf1.AttrValue(b=True)}):
             h = tf.add(h, 1.0, name="middle")
         loss = tf.reduce_sum(tf.matmul(h, w, name="mm2") ** 2, name="loss")
         tf1.train.GradientDescentOptimizer(0.01).minimize(loss, name="train")
