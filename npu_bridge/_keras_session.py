@@ -30,14 +30,13 @@ import sys
 
 import tensorflow as tf
 
-from npu_adapter import tensorflow_alias
+from npu_adapter import tensorflow_alias, tf_compat
 
 __all__ = ["LEGACY_BACKEND_FUNCTIONS", "backend", "install"]
 
 LEGACY_BACKEND_FUNCTIONS = ("set_session", "get_session", "clear_session")
 """The functions of ``tensorflow.python.keras.backend`` that become the Keras 2 backend's."""
 
-_LEGACY_BACKEND = "tensorflow.python.keras.backend"  # TensorFlow's bundled Keras (non-public)
 _KERAS3_HINT = (
     "import npu_bridge (or set TF_USE_LEGACY_KERAS=1, with tf_keras installed) before "
     "TensorFlow's Keras is first used, so that tf.keras and tensorflow.keras are tf_keras")
@@ -103,9 +102,8 @@ def backend():
 def _forward_legacy_backend():
     """``tensorflow.python.keras.backend``'s session functions become the Keras 2 backend's
     (each checking, when called, that this Keras is the script's: :func:`backend`)."""
-    try:
-        legacy = importlib.import_module(_LEGACY_BACKEND)
-    except ImportError:
+    legacy = tf_compat.legacy_keras_backend()
+    if legacy is None:
         return  # a TensorFlow without the bundled copy
     for name in LEGACY_BACKEND_FUNCTIONS:
         if getattr(getattr(legacy, name, None), "npu_bridge_forwarded", False):

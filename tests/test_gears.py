@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
-from npu_adapter import rewrite
+from npu_adapter import rewrite, tf_compat
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError, RewriteError
 from npu_adapter.pipeline.gears import GearTable
@@ -137,12 +137,12 @@ def subgraph_scope_graph(extra_whole_graph=False):
     with g.as_default():
         ori = tf1.placeholder(tf.uint8, [None, None, 3], name="ori_image")
         pre = tf.identity(ori, name="pre")
-        with g._attr_scope({"_subgraph_multi_dims_index": attr_value_pb2.AttrValue(i=0)}):
+        with tf_compat.attr_scope({"_subgraph_multi_dims_index": attr_value_pb2.AttrValue(i=0)}):
             image = tf.expand_dims(pre, axis=0)
-            image.op._set_attr("_subgraph_multi_dims_input_shape",
-                               attr_value_pb2.AttrValue(s=b"0:-1,-1,3"))
-            image.op._set_attr("_subgraph_multi_dims_input_dims",
-                               attr_value_pb2.AttrValue(s=b"48,48;96,96;192,192"))
+            tf_compat.set_op_attr(image.op, "_subgraph_multi_dims_input_shape",
+                                  attr_value_pb2.AttrValue(s=b"0:-1,-1,3"))
+            tf_compat.set_op_attr(image.op, "_subgraph_multi_dims_input_dims",
+                                  attr_value_pb2.AttrValue(s=b"48,48;96,96;192,192"))
             fp32 = tf.cast(image, tf.float32)
             nchw = tf.transpose(fp32, [0, 3, 1, 2])
             tf.reduce_mean(tf.nn.sigmoid(nchw / 255.0), axis=[1], name="score")
@@ -259,11 +259,13 @@ def test_gear_table_selection_reference():
 
 # --------------------------------------------------------------------------- graph exec config
 def _exec_config(op, dynamic_input, mode="dynamic_execute", shape_range=""):
-    op._set_attr("_graph_dynamic_input", attr_value_pb2.AttrValue(b=dynamic_input))
-    op._set_attr("_graph_dynamic_graph_execute_mode", attr_value_pb2.AttrValue(s=mode.encode()))
-    op._set_attr("_graph_dynamic_inputs_shape_range",
-                 attr_value_pb2.AttrValue(s=shape_range.encode()))
-    op._set_attr("_is_train_graph", attr_value_pb2.AttrValue(b=False))
+    attrs = {"_graph_dynamic_input": attr_value_pb2.AttrValue(b=dynamic_input),
+             "_graph_dynamic_graph_execute_mode": attr_value_pb2.AttrValue(s=mode.encode()),
+             "_graph_dynamic_inputs_shape_range":
+                 attr_value_pb2.AttrValue(s=shape_range.encode()),
+             "_is_train_graph": attr_value_pb2.AttrValue(b=False)}
+    for name, value in attrs.items():
+        tf_compat.set_op_attr(op, name, value)
 
 
 def dynamic_graph(graph_level=None):
@@ -342,7 +344,7 @@ def test_keep_dtype_is_carried_into_the_cluster_and_reported():
     with g.as_default():
         x = tf1.placeholder(tf.float32, [4], name="x")
         y = tf.nn.softmax(x * 2.0, name="soft")
-        y.op._set_attr("_keep_dtype", attr_value_pb2.AttrValue(i=1))
+        tf_compat.set_op_attr(y.op, "_keep_dtype", attr_value_pb2.AttrValue(i=1))
         tf.identity(y, name="out")
     res = rewrite(g.as_graph_def(), {}, fetches=["out:0"])
     assert res.placement["soft"]["keep_dtype"] is True

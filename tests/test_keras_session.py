@@ -35,6 +35,7 @@ _MEET = '''
     import tensorflow as tf  # TensorFlow first, as many scripts do
 
     from npu_bridge.npu_init import *  # noqa: F403
+    from npu_adapter.session import runner_of
     from tensorflow.keras import initializers
     from tensorflow.keras.layers import Dense, Input
     from tensorflow.keras.models import Model
@@ -56,7 +57,7 @@ _MEET = '''
         history = model.fit(X, Y, epochs=3, batch_size=4, shuffle=False, verbose=0)
         return {"losses": history.history["loss"],
                 "weights": [w.tolist() for w in model.get_weights()],
-                "rewrites": getattr(sess, "npu_rewrite_count", 0),
+                "rewrites": runner_of(sess).rewrite_count if runner_of(sess) else 0,
                 "keras_of_the_model": type(model).__module__.split(".")[0]}
 
 

@@ -6,8 +6,6 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.client.session import Session as TfSession
-from tensorflow.python.eager import context
 
 from npu_adapter.errors import BackendError, DeviceOnlyError
 from npu_bridge import _env
@@ -44,7 +42,7 @@ def test_system_ops_are_marked_noops_a_plain_session_runs(build, op_type):
     assert named.name == "custom"
     for item in (op, named):
         assert item.node_def.attr[npu_ops.NPU_ADAPTER_OP_ATTR].s == op_type.encode()
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         assert sess.run(op) is None
         assert sess.run(named) is None
 
@@ -54,7 +52,7 @@ def test_system_ops_in_a_session_sequence():
         init = npu_ops.initialize_system()
         shutdown = npu_ops.shutdown_system()
         value = tf.constant(3.0) * 2.0
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         assert sess.run(value) == 6.0
         sess.run(shutdown)
@@ -66,8 +64,8 @@ def test_system_ops_in_a_session_sequence():
     (lambda: npu_ops.dropout(tf.ones([2]), 0.5), "npu_ops.dropout"),
 ])
 def test_graph_only_ops_raise_in_eager_mode(build, message):
-    with context.eager_mode(), pytest.raises(RuntimeError, match=message + r"\(\) is not "
-                                             "compatible with eager execution"):
+    with pytest.raises(RuntimeError, match=message + r"\(\) is not "
+                       "compatible with eager execution"):
         build()
 
 
@@ -87,7 +85,7 @@ def test_npu_onnx_graph_op_is_device_only():
 
 
 def _run(fetches, feed_dict=None, graph=None):
-    with TfSession(graph=graph or tf.compat.v1.get_default_graph()) as sess:
+    with tf.compat.v1.Session(graph=graph or tf.compat.v1.get_default_graph()) as sess:
         return sess.run(fetches, feed_dict)
 
 
@@ -310,7 +308,7 @@ def _linear_problem(optimizer_factory, feed_value=1.0):
         step = tf.compat.v1.train.get_or_create_global_step()
         train = optimizer.apply_gradients(grads_and_vars, global_step=step)
         init = tf.compat.v1.global_variables_initializer()
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         grad = sess.run(grads_and_vars[0][0], {x: feed_value})
         sess.run(train, {x: feed_value})
@@ -377,7 +375,7 @@ def test_exponential_update_loss_scale_manager_rules():
         state = [manager.get_loss_scale(), manager._num_good_steps, manager._num_bad_steps]
         init = tf.compat.v1.global_variables_initializer()
     trace = []
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         for step_finite in (True, True, False, True, False, False, False, False, False):
             sess.run(update, {finite: step_finite})
@@ -395,7 +393,7 @@ def test_exponential_manager_floor_and_validation():
         manager = ExponentialUpdateLossScaleManager(1, 1, 1, decr_ratio=0.5)
         update = manager.update_loss_scale(tf.constant(False))
         init = tf.compat.v1.global_variables_initializer()
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         sess.run(update)
         assert sess.run(manager.get_loss_scale()) == 1.0  # never below 1

@@ -18,6 +18,7 @@ from tensorflow.core.framework import step_stats_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 import npu_adapter
+from npu_adapter import tf_compat
 from npu_adapter.config import NpuConfig
 from npu_adapter.config.options import PROFILING_DEFAULT_OPTIONS
 from npu_adapter.errors import NpuConfigError
@@ -222,7 +223,7 @@ def mlp_graph():
         act = tf.nn.relu(tf.matmul(x, w1, name="fc1"), name="act")
         from tensorflow.core.framework import attr_value_pb2
 
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             act = tf.abs(act, name="noisy")
         out = tf.matmul(act, w2, name="fc2")
         loss = tf.reduce_mean(tf.square(out - 1.0), name="loss")
@@ -254,7 +255,7 @@ def forward_graph():
         w = tf.constant(np.full((4, 4), 0.1, np.float32), name="w")
         t = tf.tanh(tf.matmul(x, w, name="mm"), name="t")
         e = tf.exp(tf.multiply(t, x, name="tx"), name="e")
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             h = tf.abs(e, name="h")
         sm = tf.nn.softmax(tf.multiply(h, x, name="m"), name="sm")
         tf.reduce_sum(sm, name="out")

@@ -263,10 +263,16 @@ def test_install_patches_and_uninstall_restores():
         sess = tf1.InteractiveSession(graph=tf.Graph(), config=npu_config())
         assert is_npu_session(sess)
         sess.close()
-        # TensorFlow's own modules create tensorflow.python.client.session.Session.
-        from tensorflow.python.client import session as client_session
-        with client_session.Session(graph=tf.Graph(), config=npu_config()) as sess:
-            assert is_npu_session(sess)
+        # TensorFlow's own modules create their sessions from its session module, whose classes
+        # all derive from the BaseSession install() changes.
+        from npu_adapter import tf_compat
+
+        class ModuleSession(tf_compat.base_session()):
+            pass
+
+        sess = ModuleSession(graph=tf.Graph(), config=npu_config())
+        assert is_npu_session(sess)
+        sess.close()
         with PlainSession(graph=tf.Graph(), config=npu_config()) as sess:
             assert not is_npu_session(sess)
         npu_adapter.uninstall()
@@ -284,9 +290,11 @@ def test_rewrite_errors_surface_as_tensorflow_errors():
         out = tf.abs(x, name="out")
         from tensorflow.core.framework import attr_value_pb2
 
-        out.op._set_attr("_graph_dynamic_input", attr_value_pb2.AttrValue(b=True))
-        out.op._set_attr("_graph_dynamic_graph_execute_mode",
-                         attr_value_pb2.AttrValue(s=b"lazy_recompile"))
+        from npu_adapter import tf_compat
+
+        tf_compat.set_op_attr(out.op, "_graph_dynamic_input", attr_value_pb2.AttrValue(b=True))
+        tf_compat.set_op_attr(out.op, "_graph_dynamic_graph_execute_mode",
+                              attr_value_pb2.AttrValue(s=b"lazy_recompile"))
     with NpuSession(graph=graph, config=npu_config(iterations_per_loop=2)) as sess, \
             pytest.raises(tf.errors.InvalidArgumentError, match="lazy_recompile"):
         sess.run(out, {x: [1.0, -2.0]})

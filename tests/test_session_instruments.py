@@ -12,6 +12,7 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 import npu_adapter
+from npu_adapter import tf_compat
 from npu_adapter.datadump import read_dump_file, scan_dump_tree
 from npu_adapter.session import runner_of
 from npu_adapter.system_options import on_shutdown_system
@@ -49,7 +50,7 @@ def small_graph():
         x = tf1.placeholder(tf.float32, [2, 3], name="x")
         w = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, name="w")
         act = tf.tanh(tf.matmul(x, w, name="mm"), name="act")
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             host = tf.abs(act, name="host")
         tf.reduce_sum(tf.square(host, name="sq"), name="total")
     return g

@@ -78,9 +78,8 @@ def _key_of(tensor):
 
 def _freeze_saved_model(path, signature, tags):
     import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2,
-    )
+
+    from npu_adapter import tf_compat
 
     try:
         loaded = tf.saved_model.load(path, tags=tags or [_SERVE])
@@ -92,7 +91,7 @@ def _freeze_saved_model(path, signature, tags):
     if key not in loaded.signatures:
         raise GraphError(f"{path}: no signature {key!r}; signatures: {', '.join(names) or 'none'}")
     fn = loaded.signatures[key]
-    frozen = convert_variables_to_constants_v2(fn, lower_control_flow=False)
+    frozen = tf_compat.freeze_function(fn)
     input_keys = sorted(fn.structured_input_signature[1])
     outputs = fn.structured_outputs
     output_keys = sorted(outputs) if isinstance(outputs, dict) else \

@@ -31,8 +31,8 @@ def _failed_op(exc):
 def collective_failure(exc):
     """A :class:`RankFailureError` describing ``exc`` if it is the failure of a collective op
     (a ``tf.errors.OpError`` raised by one), else None."""
-    errors_impl = sys.modules.get("tensorflow.python.framework.errors_impl")
-    if errors_impl is None or not isinstance(exc, errors_impl.OpError):
+    tf = sys.modules.get("tensorflow")  # no TensorFlow imported: no TensorFlow error either
+    if tf is None or not isinstance(exc, tf.errors.OpError):
         return None
     op = _failed_op(exc)
     message = exc.message or ""

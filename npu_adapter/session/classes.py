@@ -4,7 +4,7 @@
 import tensorflow as tf
 
 from npu_adapter.session import hooks
-from npu_adapter.tf_compat import BaseSession
+from npu_adapter.tf_compat import base_session
 
 __all__ = ["NpuSession", "NpuInteractiveSession", "PlainSession"]
 
@@ -15,7 +15,7 @@ def _init(session, tf_class, target, graph, config):
     """``tf_class.__init__`` of ``session``, made an NPU session when ``config`` names
     ``NpuOptimizer`` (by the installed ``BaseSession.__init__`` when :func:`npu_adapter.install`
     is in effect, else here, as that hook does it)."""
-    if BaseSession.__init__ is hooks.npu_init:  # installed: the hook does it
+    if base_session().__init__ is hooks.npu_init:  # installed: the hook does it
         tf_class.__init__(session, target, graph, config)
         return
     npu_config = hooks.npu_options(config)  # checked before any session exists

@@ -19,7 +19,7 @@ import threading
 
 from npu_adapter.session import hooks
 from npu_adapter.session.classes import PlainSession
-from npu_adapter.tf_compat import SESSION_METHODS, BaseSession
+from npu_adapter.tf_compat import SESSION_METHODS, base_session
 
 __all__ = ["install", "uninstall", "is_installed", "plain_session_class"]
 
@@ -35,16 +35,18 @@ def install():
     with _LOCK:
         if _SAVED:
             return
+        base = base_session()
         for name in SESSION_METHODS:
-            _SAVED[name] = BaseSession.__dict__[name]
-            setattr(BaseSession, name, hooks.HOOKS[name])
+            _SAVED[name] = vars(base)[name]
+            setattr(base, name, hooks.HOOKS[name])
 
 
 def uninstall():
     """Restore TensorFlow's own session behaviour for sessions created afterwards."""
     with _LOCK:
+        base = base_session()
         for name, value in _SAVED.items():
-            setattr(BaseSession, name, value)
+            setattr(base, name, value)
         _SAVED.clear()
 
 

@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from npu_adapter import tf_compat
 from npu_adapter.backends.cann.acl_runtime import AclProcess, OmModel
 from npu_adapter.backends.cann.atc import atc_options_from_config, build_atc_command, run_atc
 from npu_adapter.backends.cann.dump import dump_settings
@@ -536,17 +537,6 @@ class _ClusterCall:
         return runtime_for(self.options).run(self.program, arrays)
 
 
-def _py_func_registry():
-    try:
-        from tensorflow.python.ops import script_ops
-
-        return script_ops._py_funcs._funcs  # token -> callable, read by the PyFunc kernel
-    except (ImportError, AttributeError) as exc:  # pragma: no cover - TensorFlow internals
-        raise CannRuntimeError("this TensorFlow has no py_func registry "
-                               "(tensorflow.python.ops.script_ops._py_funcs); the cann "
-                               "backend cannot call into its runtime") from exc
-
-
 def register_program(program, options):
     """Register ``program`` under ``options``; returns the token the cluster op carries.
 
@@ -558,7 +548,7 @@ def register_program(program, options):
         call = _CALLS.get(token)
         if call is None or call.options != options:
             call = _CALLS[token] = _ClusterCall(token, program, options)
-        _py_func_registry()[token] = call
+        tf_compat.register_py_func(token, call)  # _CALLS keeps it alive
         runtime_for(options).note_program(program)
     return token
 

@@ -27,6 +27,7 @@ import logging
 
 from tensorflow.core.framework import function_pb2
 
+from npu_adapter import tf_compat
 from npu_adapter.backends.cpu.lowering import CpuReferenceBackend, lower_to_function_calls
 from npu_adapter.backends.xla.compilability import check_functions
 from npu_adapter.vocabulary import (
@@ -153,9 +154,7 @@ class XlaBackend(CpuReferenceBackend):
     def available(self):
         # XlaLaunch's CPU kernel is registered at import when TensorFlow is built with XLA; the
         # XLA_CPU_JIT kernels only once a session exists, which would read TF_XLA_FLAGS early.
-        from tensorflow.python.framework import kernels
-
-        launch = kernels.get_registered_kernels_for_op("XlaLaunch").kernel
+        launch = tf_compat.registered_kernels("XlaLaunch").kernel
         if not any(k.device_type == "CPU" for k in launch):
             return False, ("this TensorFlow build has no XLA (no XlaLaunch CPU kernel); install "
                            "the standard tensorflow or tensorflow-cpu wheel")
