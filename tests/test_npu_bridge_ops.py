@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from npu_adapter.errors import BackendError, DeviceOnlyError
+from npu_adapter.session import runner_of
 from npu_bridge import _env
 from npu_bridge.estimator import npu_ops
 from npu_bridge.estimator.npu.npu_loss_scale_manager import (
@@ -165,7 +166,7 @@ def test_dropout_with_a_fed_keep_prob_keeps_the_shape_for_the_next_layer(entry_p
                      for _ in range(3)]
             evaluation = sess.run(loss, {x: xs, y: ys, keep_prob: 1.0})
             if cls is NpuSession:
-                assert sess.npu_rewrite_count == 3  # init, train, evaluation
+                assert runner_of(sess).rewrite_count == 3  # init, train, evaluation
         results[cls] = steps + [evaluation]
     plain, npu = results.values()
     assert [a.tobytes() for a in plain] == [b.tobytes() for b in npu]

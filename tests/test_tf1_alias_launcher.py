@@ -59,7 +59,9 @@ _SCRIPT = textwrap.dedent('''
                 losses = [float(sess.run([loss, step], {x: FEED, keep_prob: 1.0})[0])
                           for _ in range(3)]
                 weights = [w.tolist() for w in sess.run(tf.trainable_variables())]
-                rewrites = getattr(sess, "npu_rewrite_count", 0)
+                runner = sys.modules['npu_adapter.session'].runner_of(sess) \
+                    if 'npu_adapter.session' in sys.modules else None
+                rewrites = runner.rewrite_count if runner else 0
         return {"losses": losses, "weights": weights, "rewrites": rewrites}
 
 
