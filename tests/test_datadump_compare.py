@@ -119,6 +119,100 @@ def test_float32_against_float16_emulation(dumps):
     assert loose.first_divergence(0) is None
 
 
+# ---------------------------------------------------------------------------- an overflow
+
+
+def overflow_net():
+    """x ─► fc1 (MatMul) ─► act1 (Relu) ─► fc2 (MatMul, 900 × 16 inputs: beyond float16's
+    65504) ─► scaled (Mul) ─► sig (Sigmoid) ─► total (Sum)"""
+    rng = np.random.default_rng(1)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [2, 16], name="x")
+        w1 = tf.constant(rng.standard_normal((16, 16)).astype(np.float32))
+        act1 = tf.nn.relu(tf.matmul(x, w1, name="fc1"), name="act1")
+        fc2 = tf.matmul(act1, tf.constant(np.full((16, 4), 900.0, np.float32)), name="fc2")
+        sig = tf.nn.sigmoid(tf.multiply(fc2, 1e-5, name="scaled"), name="sig")
+        tf.reduce_sum(sig, name="total")
+    return g
+
+
+def overflow_dump(directory, emulate):
+    """One iteration of :func:`overflow_net`; ``emulate``: force_fp16 under precision
+    emulation (every device op computes in float16, as the device would)."""
+    directory.mkdir()
+    options = {"enable_dump": True, "dump_path": str(directory), "dump_mode": "all"}
+    if emulate:
+        options.update(npu_adapter_emulate_precision="on", precision_mode="force_fp16")
+    config = NpuConfig(**options)
+    result = npu_adapter.rewrite(overflow_net().as_graph_def(), config, fetches=["total:0"],
+                                 feeds=["x:0"])
+    x = np.random.default_rng(5).standard_normal((2, 16)).astype(np.float32) * 10
+    with DumpSession.from_config(config, stream=io.StringIO()) as session:
+        graph_def = session.instrument(result.graph_def)
+        with tf.Graph().as_default():
+            tf.import_graph_def(graph_def, name="")
+            with tf1.Session() as sess:
+                sess.run(result.tensor_map["total:0"], {"x:0": x})
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def overflow(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("overflow")
+    return overflow_dump(tmp_path / "cpu", False), overflow_dump(tmp_path / "fp16", True)
+
+
+def test_the_op_whose_output_overflows_is_named_with_its_output_figures(overflow):
+    result = compare_dumps(*overflow, progress_interval=0)
+    ops = {op.op_name: op for op in result.ops}
+    fc2 = ops["fc2"]
+    assert result.first_nonfinite(0) is fc2 and result.first_divergence(0) is fc2
+    # Its inputs agree within the thresholds: the op itself overflows.
+    assert fc2.inputs_agree is True and fc2.status == "nonfinite"
+    worst = fc2.worst_tensor
+    assert (worst.direction, worst.index, worst.status) == ("output", 0, "nonfinite")
+    assert (worst.other_nonfinite, worst.golden_nonfinite, worst.elements) == (8, 0, 8)
+    # No figure that reads as a match (cosine 1 and error 0 over no finite value).
+    assert worst.cosine is None and worst.max_abs is None and worst.error_ratio is None
+    # Upstream ops pass, though the inputs of fc1/act1 differ by float16 rounding.
+    assert ops["fc1"].status == ops["act1"].status == "ok"
+    # Passing ops stay below the threshold the chart draws, diverging ones reach it.
+    for op in result.ops:
+        if op.status == "ok":
+            assert op.error_ratio < 1, op.op_name
+        elif op.status == "diverged":
+            assert op.error_ratio >= 1, op.op_name
+    summary = result.to_json()["steps"][0]
+    assert summary["first_nonfinite"]["op_name"] == "fc2"
+    assert summary["first_nonfinite"]["figures"] == \
+        "output 0: 8 of 8 values inf/nan (golden 0), 8 differ"
+    assert summary["ops_with_new_nonfinite"] >= 1
+
+
+def test_overflow_in_the_page_and_the_cli(overflow, tmp_path, capsys):
+    page = render_comparison_html(compare_dumps(*overflow, progress_interval=0))
+    assert ("the first op whose output has inf/nan is <b>fc2</b> (MatMul): output 0: 8 of 8 "
+            "values inf/nan (golden 0), 8 differ. Its inputs agree") in page
+    # The chart names every op and marks the first divergence in bold red.
+    labels = page.split('class="oplabel"')[1:]
+    assert [label[label.index(">") + 1:label.index("<")] for label in labels] == [
+        "fc1", "act1", "fc2", "scaled", "sig", "total"]
+    assert 'font-weight="bold">fc2</text>' in page
+    assert page.count('class="pt nonfinite"') == 2     # fc2 and scaled: inf/nan
+    # fc2's output row: counts of inf/nan, no cosine 1 / error 0.
+    row = page[page.index('id="tensors"'):]
+    row = row[row.index("<td>fc2</td>"):]
+    row = row[row.index("<td>output 0</td>"):]
+    row = row[:row.index("</tr>")]
+    assert ">0 / 8</td>" in row and ">inf/nan: 8 of 8 differ</td>" in row
+    assert ">1</td>" not in row and ">0</td>" not in row
+    assert main(["dump", "compare", *overflow, "--check"]) == 3
+    printed = capsys.readouterr().out
+    assert ("first diverging op, the first with inf/nan in its output: fc2 (MatMul), output 0: "
+            "8 of 8 values inf/nan (golden 0), 8 differ; its inputs agree") in printed
+
+
 # ---------------------------------------------------------------------------- a device's dump
 
 
@@ -207,8 +301,14 @@ def test_compare_arrays_metrics():
     assert compare_arrays(np.zeros(3), np.ones(3))["cosine"] == 0.0
     nan = compare_arrays(np.array([np.nan, np.inf, 1.0]), np.array([np.nan, np.inf, 1.0]))
     assert nan["nonfinite_mismatch"] == 0 and not nan["diverged"]
+    assert (nan["golden_nonfinite"], nan["other_nonfinite"]) == (2, 2)
     bad = compare_arrays(np.array([np.inf, 1.0]), np.array([-np.inf, 1.0]))
     assert bad["nonfinite_mismatch"] == 1 and bad["diverged"]
+    overflow = compare_arrays(np.array([70000.0, 1.0]), np.array([np.inf, 1.0]))
+    assert overflow["nonfinite_mismatch"] == 1 and overflow["diverged"]
+    assert overflow["cosine"] is None and overflow["max_abs"] is None
+    # error_ratio: 1 is the threshold (max abs 0.5 against 1e-5 + 1e-3 × 4).
+    assert m["error_ratio"] == pytest.approx(0.5 / (1e-5 + 4e-3))
 
 
 def test_shape_mismatch_and_missing_ops(dumps, tmp_path):
@@ -245,7 +345,7 @@ def test_json_and_html(dumps, tmp_path):
     assert {op["op_name"] for op in data["ops"]} >= {"net/conv", "net/scaled"}
     page = render_comparison_html(result)
     assert page.startswith("<!DOCTYPE html>") and "table class=\"sortable\"" in page
-    assert "<svg" in page and "first divergence: net/scaled" in page
+    assert "<svg" in page and 'font-weight="bold">net/scaled</text>' in page
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
@@ -276,7 +376,8 @@ def test_cli_compare(dumps, tmp_path, capsys):
                  "--check"])
     assert code == 3
     out = capsys.readouterr().out
-    assert "iteration 0: 8 ops compared, 3 diverged; first diverging op: net/scaled (Mul)" in out
+    assert "iteration 0: 8 ops compared, 3 diverged\n  first diverging op: net/scaled (Mul), " \
+        "output 0: cosine 1, max abs error" in out
     assert sorted(os.listdir(out_dir)) == ["comparison.html", "comparison.json"]
     assert main(["dump", "compare", dumps["golden"], dumps["golden"], "--check"]) == 0
     assert main(["dump", "compare", str(tmp_path / "missing"), dumps["golden"]]) == 2

@@ -74,7 +74,9 @@ def test_compare_values_figures():
     emu = np.array([1.0, -2.0, np.inf], np.float32)
     figures = compare_values(ref, emu)
     assert figures["nonfinite"] == 1 and figures["reference_over_fp16"] == 1
-    assert figures["max_abs_error"] == 0.0
+    # An overflow has no finite error: not the 0 / cosine 1 of the finite rest.
+    assert figures["max_abs_error"] == np.inf and figures["max_relative_error"] == np.inf
+    assert np.isnan(figures["cosine"])
     drift = compare_values(np.array([1.0, 2.0]), np.array([1.0, 2.5]))
     assert drift["max_relative_error"] == pytest.approx(0.25)
     assert drift["cosine"] == pytest.approx((1 + 5) / (np.sqrt(5) * np.sqrt(7.25)))
@@ -152,8 +154,18 @@ def test_numerics_cli_writes_json_and_html(tmp_path, capsys):
     assert "first overflow: ex:0" in printed and "black-list" in printed
     data = json.loads((out / "numerics.json").read_text())
     assert data["summary"]["first_issues"] == ["ex:0"]
+    ex = next(t for t in data["tensors"] if t["tensor"] == "ex:0")
+    inf_count = ex["nonfinite"]
+    assert inf_count > 0 and f"{inf_count} of 64 values inf/nan" in printed
+    # The overflowing tensor's figures say so: no cosine, an infinite error.
+    assert ex["cosine"] is None and ex["max_relative_error"] == "inf"
     page = (out / "numerics.html").read_text()
     assert "<script src" not in page and "ex:0" in page and "First problem" in page
+    assert f"{inf_count} of 64 values inf/nan where float32 is finite" in page
+    row = page[page.index('<td class="mono">ex:0</td>'):]
+    row = row[:row.index("</tr>")]
+    assert '>inf</td>' in row and '>–</td>' in row and ">1</td>" not in row
+    assert 'table class="sortable"' in page
     # same inputs, same bytes
     main(["numerics", str(model), "--feed", f"x:0={tmp_path / 'x.npy'}", "--fetch", "out:0",
           "--option", "precision_mode=allow_mix_precision", "--out", str(tmp_path / "again")])

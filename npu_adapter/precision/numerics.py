@@ -48,6 +48,14 @@ class TensorComparison:
     cosine: float = 1.0
     elements: int = 0
 
+    def summary(self):
+        """The figures in one line, e.g. ``8 of 8 values inf/nan (max |reference| 1.2e+05)``
+        or ``max rel error 0.0612, cosine 0.99971``."""
+        if self.nonfinite:
+            return (f"{self.nonfinite} of {self.elements} values inf/nan (max |reference| "
+                    f"{self.reference_max:.4g})")
+        return f"max rel error {self.max_relative_error:.4g}, cosine {self.cosine:.6g}"
+
     def to_json(self):
         """JSON-serialisable record (floats rounded for stable output)."""
         record = dataclasses.asdict(self)
@@ -131,7 +139,11 @@ def _json_float(value):
 
 
 def compare_values(reference, emulated):
-    """``dict`` of the comparison figures between a float32 reference and an emulated value."""
+    """``dict`` of the comparison figures between a float32 reference and an emulated value.
+
+    ``nonfinite`` counts the elements inf/nan under emulation but finite in the reference; when
+    there is one, the errors are inf and the cosine nan (undefined).
+    """
     ref = np.asarray(reference, dtype=np.float64).ravel()
     emu = np.asarray(emulated, dtype=np.float64).ravel()
     ref_finite = np.isfinite(ref)
@@ -141,7 +153,11 @@ def compare_values(reference, emulated):
                "reference_over_fp16": int(np.count_nonzero(np.abs(ref[ref_finite]) > FP16_MAX)),
                "reference_max": float(np.max(np.abs(ref[ref_finite]))) if ref_finite.any()
                else 0.0}
-    if both.any():
+    if figures["nonfinite"]:
+        # An overflow has no finite error; the figures of the finite rest would read as a
+        # match (cosine 1, error 0 when every element overflows).
+        figures.update(max_abs_error=math.inf, max_relative_error=math.inf, cosine=math.nan)
+    elif both.any():
         r, e = ref[both], emu[both]
         err = np.abs(e - r)
         scale = float(np.max(np.abs(r)))
