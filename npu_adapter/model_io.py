@@ -15,15 +15,16 @@ signature's outputs are the suggested fetches and its inputs the suggested feeds
 the ``serve`` tag set when present and the ``serving_default`` signature when present, else the
 first in name order; both can be chosen.
 
-A TensorFlow 2 SavedModel (Keras ``model.export()`` or ``model.save()``, ``tf.saved_model.save``)
-holds its whole model in functions: its graph is a single ``StatefulPartitionedCall`` per
-signature. The original adapter never sees such a call (TensorFlow's function optimizer inlines it
-before the NPU optimizer runs), so when the chosen signature's outputs come from a function call,
-:func:`load_model` loads the SavedModel with TensorFlow and turns the signature into one
-TensorFlow 1 style graph with :func:`freeze_saved_model`: the function calls inlined op by op
-(every layer's ops under their own names) and the variables folded into constants. Its inputs
-are Placeholders named after the signature's input keys and its outputs Identity nodes named
-after the output keys (``output_0:0``), so fetches carry the signature's names.
+A TensorFlow 2 SavedModel (Keras ``model.export()`` or ``model.save()``, ``tf.saved_model.save``;
+it has an object graph) holds its whole model in functions: its graph is a single
+``StatefulPartitionedCall`` per signature. The original adapter never sees such a call
+(TensorFlow's function optimizer inlines it before the NPU optimizer runs), so when the chosen
+signature's outputs come from a function call, :func:`load_model` loads the SavedModel with
+TensorFlow and turns the signature into one TensorFlow 1 style graph with
+:func:`freeze_saved_model`: the function calls inlined op by op (every layer's ops under their
+own names) and the variables folded into constants. Its inputs are Placeholders named after the
+signature's input keys and its outputs Identity nodes named after the output keys
+(``output_0:0``), so fetches carry the signature's names.
 
 Errors raise :class:`ModelFileError` (a :class:`~npu_adapter.errors.GraphError`) naming the path
 and what was expected.
@@ -336,8 +337,11 @@ def freeze_saved_model(path, *, signature=None, tags=None):
 
 
 def _calls_functions(model):
-    """True when the chosen signature's outputs come from function calls (a TF2 SavedModel)."""
-    if not model.fetches:
+    """True for a TensorFlow 2 SavedModel (saved from objects: it has an object graph) whose
+    chosen signature's outputs come from function calls. A TensorFlow 1 SavedModel (written by
+    a ``Builder``, e.g. ``convert --to savedmodel``) is taken as it is."""
+    meta = model.meta_graph_def
+    if not model.fetches or meta is None or not len(meta.object_graph_def.nodes):
         return False
     producers = {name.rpartition(":")[0] if ":" in name else name for name in model.fetches}
     return any(node.op in _CALL_OPS for node in model.graph_def.node if node.name in producers)
