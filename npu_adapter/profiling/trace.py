@@ -16,12 +16,19 @@ record per executed node: name, start (µs since the epoch), duration, thread an
   made from one (``<body node>/<suffix>`` or ``<Name>Optimizer/<Stage>_<body node>``);
 * ``_SOURCE``/``_SINK``, argument and return-value nodes and the data dump's reporting ops are
   runtime bookkeeping; everything else is a host op.
+
+An event's op type is the graph's: the type of the node of that name in the registered graphs
+(the cluster bodies and the graph the session runs). TensorFlow's record names the kernel that
+ran instead, which with oneDNN is ``_MklMatMul`` or ``_MklNativeConv2D`` for a MatMul or a
+Conv2D; only a node no registered graph has (one TensorFlow's optimiser made) takes the type
+from the record, with oneDNN's prefix removed (``_MklNativeFusedConv2D`` → ``_FusedConv2D``).
 """
 
 import dataclasses
 import re
 
-__all__ = ["ClusterIndex", "OpEvent", "chrome_trace", "events_from_step_stats"]
+__all__ = ["ClusterIndex", "OpEvent", "chrome_trace", "events_from_step_stats",
+           "kernel_op_type"]
 
 _INLINED = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)(?:_gear_\d+)?/(.+)$")
 _CALL = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)$")
@@ -113,9 +120,29 @@ class ClusterIndex:
         return None
 
 
-def _op_type(node_stats, fallback):
+_ONEDNN_PREFIX = re.compile(r"^_Mkl(?:Native)?")
+
+
+def kernel_op_type(kernel):
+    """The TensorFlow op type a kernel name stands for: oneDNN's ``_Mkl<Op>`` and
+    ``_MklNative<Op>`` → ``<Op>`` (``_MklFusedMatMul`` → ``_FusedMatMul``, TensorFlow's own
+    name of the fused op); other names are returned as they are."""
+    if not _ONEDNN_PREFIX.match(kernel):
+        return kernel
+    op = _ONEDNN_PREFIX.sub("", kernel)
+    return "_" + op if op.startswith("Fused") else op
+
+
+def _op_type(node_stats, op, name, index):
+    """The graph's op type of the event's node, else the recorded kernel's (see the module
+    docstring)."""
+    scoped = _SHADOW_SCOPE.match(name)
+    known = index.op_types.get(op) or index.op_types.get(name) or (
+        index.op_types.get(scoped.group(1)) if scoped else None)
+    if known:
+        return known
     match = _LABEL.match(node_stats.timeline_label or "")
-    return match.group(1) if match else fallback
+    return kernel_op_type(match.group(1)) if match else ""
 
 
 def events_from_step_stats(step_stats, index=None):
@@ -140,7 +167,7 @@ def events_from_step_stats(step_stats, index=None):
                 cluster, op = index.locate(name)
             else:
                 kind, cluster, op = HOST, None, name
-            op_type = _op_type(ns, index.op_types.get(op, index.op_types.get(name, "")))
+            op_type = _op_type(ns, op, name, index)
             events.append(OpEvent(name, op, op_type, kind, cluster, device_stats.device,
                                   int(ns.thread_id), start, duration))
     events.sort(key=lambda e: (e.start, e.node))
