@@ -213,6 +213,42 @@ def test_overflow_in_the_page_and_the_cli(overflow, tmp_path, capsys):
             "8 of 8 values inf/nan (golden 0), 8 differ; its inputs agree") in printed
 
 
+def test_models_are_ordered_by_when_their_result_was_ready(tmp_path):
+    """A model's op that needs no input (the read of a weight) may run before every other
+    model: the models follow their last dump, not their first."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [4], name="x")
+        first = tf.exp(x * 0.5, name="first/exp")
+        from tensorflow.core.framework import attr_value_pb2
+
+        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+            host = tf.abs(first, name="host")
+        weight = tf.identity(tf.constant([1.0, 2.0, 3.0, 4.0]), name="second/weight")
+        tf.reduce_sum(tf.multiply(host, weight, name="second/mul"), name="second/total")
+    directory = tmp_path / "dump"
+    directory.mkdir()
+    config = NpuConfig(enable_dump=True, dump_path=str(directory), dump_mode="all",
+                       mix_compile_mode=True)
+    result = npu_adapter.rewrite(g.as_graph_def(), config, fetches=["second/total:0"],
+                                 feeds=["x:0"])
+    assert len(result.clusters) == 2
+    with DumpSession.from_config(config, stream=io.StringIO()) as session:
+        graph_def = session.instrument(result.graph_def)
+        with tf.Graph().as_default():
+            tf.import_graph_def(graph_def, name="")
+            with tf1.Session() as sess:
+                sess.run(result.tensor_map["second/total:0"], {"x:0": np.ones(4, np.float32)})
+    entries = [e for e in scan_dump_tree(str(directory)) if e.kind == "tensor"]
+    earliest = min(e.name.timestamp for e in entries)
+    (weight,) = [e for e in entries if e.op_name == "second_weight"]
+    # As when the weight's read runs first: its file carries the earliest time stamp.
+    os.rename(weight.path, weight.path.replace(str(weight.name.timestamp), str(earliest - 1)))
+    ops = [op.op_name for op in compare_dumps(str(directory), str(directory),
+                                              progress_interval=0).ops]
+    assert ops.index("first/exp") < ops.index("second/weight") < ops.index("second/total")
+
+
 # ---------------------------------------------------------------------------- a device's dump
 
 
@@ -304,6 +340,9 @@ def test_compare_arrays_metrics():
     assert (nan["golden_nonfinite"], nan["other_nonfinite"]) == (2, 2)
     bad = compare_arrays(np.array([np.inf, 1.0]), np.array([-np.inf, 1.0]))
     assert bad["nonfinite_mismatch"] == 1 and bad["diverged"]
+    # Errors within atol are a match whatever the cosine of near-zero values says.
+    tiny = compare_arrays(np.array([1e-11, 2e-11]), np.zeros(2))
+    assert tiny["cosine"] == 0.0 and not tiny["diverged"] and tiny["error_ratio"] < 1
     overflow = compare_arrays(np.array([70000.0, 1.0]), np.array([np.inf, 1.0]))
     assert overflow["nonfinite_mismatch"] == 1 and overflow["diverged"]
     assert overflow["cosine"] is None and overflow["max_abs"] is None

@@ -180,3 +180,22 @@ def test_numerics_cli_needs_feeds(tmp_path, capsys):
     model.write_bytes(to_bytes(_overflowing()))
     code = main(["numerics", str(model), "--fetch", "out:0", "--out", str(tmp_path / "o")])
     assert code == 2 and "--feed" in capsys.readouterr().err
+
+
+def test_values_float16_rounds_to_zero_are_not_a_drift():
+    """1e-11 becomes 0 in float16: a relative error of 1 and a cosine of 0 that mean nothing
+    (the error is below float16's smallest step); the scaled-up tensor after it is compared
+    as usual."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [4, 8], name="x")
+        tiny = tf.multiply(x, 1e-11, name="tiny")
+        tf.identity(tf.multiply(tiny, 1e4, name="back"), name="out")
+    report = find_numeric_issues(g.as_graph_def(), {"precision_mode": "force_fp16"},
+                                 feeds={"x:0": XO + 1.0}, fetches=["out:0"])
+    by_tensor = {c.tensor: c for c in report.comparisons}
+    assert by_tensor["tiny:0"].max_relative_error == 1.0 and by_tensor["tiny:0"].cosine == 0
+    assert by_tensor["tiny:0"].status == "ok"
+    # "back" multiplies float16's zeros back: the loss of the values is visible there.
+    assert by_tensor["back:0"].status == "drift"
+    assert [i.comparison.tensor for i in report.first_issues] == ["back:0"]

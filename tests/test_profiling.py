@@ -540,18 +540,21 @@ def test_profile_report_in_headless_chromium(tmp_path):
 def test_kernel_names_map_back_to_the_graph_op_types():
     stats = step_stats_pb2.StepStats()
     device = stats.dev_stats.add(device="/cpu:0")
-    for name, label in [("fc1", "fc1 = _MklMatMul(x, w1)"),
+    for name, label in [("fc1", "[mklcpu 0.3MB 0.3MB] fc1 = _MklMatMul(x, w1)"),
                         ("npu_rewrite_2/conv", "x = _MklNativeConv2D(a, b)"),
                         ("made/by/grappler", "x = _MklNativeFusedConv2D(a, b, c)"),
+                        ("bn/cond/else/_1/norm", "x = _MklNativeFusedBatchNormV3(a)"),
+                        ("unknown/norm", "[cpu 1MB 1MB] x = _MklNativeFusedBatchNormV3(a)"),
                         ("other", "x = _MklLayerNorm(a)"), ("plain", "x = Tanh(a)")]:
         device.node_stats.add(node_name=name, timeline_label=label, all_start_micros=10,
                               all_end_rel_micros=5)
     index = ClusterIndex()
     index.op_types.update({"fc1": "MatMul", "conv": "Conv2D"})
+    index.function_op_types["norm"] = "FusedBatchNorm"   # the branch function's node
     types = {e.node: e.op_type for e in events_from_step_stats(stats, index)}
     assert types == {"fc1": "MatMul", "npu_rewrite_2/conv": "Conv2D",
-                     "made/by/grappler": "_FusedConv2D", "other": "LayerNorm",
-                     "plain": "Tanh"}
+                     "made/by/grappler": "_FusedConv2D", "bn/cond/else/_1/norm": "FusedBatchNorm",
+                     "unknown/norm": "FusedBatchNormV3", "other": "LayerNorm", "plain": "Tanh"}
 
 
 _ONEDNN_RUN = """
@@ -574,7 +577,7 @@ def test_profile_with_onednn_shows_the_graph_op_types():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     types = done.stdout.strip().splitlines()[-1]
-    assert "'MatMul'" in types and "_Mkl" not in types
+    assert "'MatMul'" in types and "_Mkl" not in types and "''" not in types
 
 
 def test_first_step_is_reported_apart_from_the_steady_mean(tmp_path):

@@ -13,17 +13,20 @@ a matched op both dumps hold, the values (in their logical layout, see
   out (None): an overflow has no finite error, and the finite rest would read as a match.
 
 A tensor *diverges* when its inf/nan values differ (status ``nonfinite``), when the shapes differ
-(``shape mismatch``), or when its cosine similarity is below ``min_cosine`` or its max absolute
-error exceeds ``atol + rtol * max |golden|`` (``diverged``). ``error_ratio`` says how close a
-tensor is to that: the larger of ``max_abs / (atol + rtol * max |golden|)`` and
-``(1 - cosine) / (1 - min_cosine)``, so 1 is the threshold.
+(``shape mismatch``), or when its max absolute error exceeds ``atol + rtol * max |golden|`` or
+its cosine similarity is below ``min_cosine`` (``diverged``). Errors no larger than ``atol`` are a
+match whatever the cosine says: the cosine of values near zero (1e-11 against 0 under float16) is
+noise. ``error_ratio`` says how close a tensor is to diverging: the larger of
+``max_abs / (atol + rtol * max |golden|)`` and, when ``max_abs`` exceeds ``atol``,
+``(1 - cosine) / (1 - min_cosine)``; 1 is the threshold.
 
 An op diverges when one of its *outputs* diverges (an op dumped without outputs: when one of its
 inputs does): an input that differs was made by the op upstream, which is the one to look at.
-Ops are ordered topologically: models by their first dump in the iteration, ops within a model by
-task id (the position in the model's execution order). Per iteration the report names the first
-op whose output gains inf/nan (the usual cause of a loss that turns nan; named first) and the
-first diverging op, with the figures of that op's output.
+Ops are ordered topologically: models by their last dump in the iteration (when the model's result
+was ready: ops that need no input, such as the reads of weights, may run long before the model's
+turn), ops within a model by task id (the position in the model's execution order). Per iteration
+the report names the first op whose output gains inf/nan (the usual cause of a loss that turns nan;
+named first) and the first diverging op, with the figures of that op's output.
 """
 
 import dataclasses
@@ -311,13 +314,14 @@ def compare_arrays(golden, other, *, min_cosine=0.99, rtol=1e-3, atol=1e-5):
     largest = float(np.abs(gf).max()) if gf.size else 0.0
     allowed = atol + rtol * largest
     ratios = [max_abs / allowed if allowed > 0 else (0.0 if max_abs == 0 else math.inf)]
-    if min_cosine < 1:
+    cosine_counts = max_abs > atol   # below atol the cosine of near-zero values is noise
+    if cosine_counts and min_cosine < 1:
         ratios.append((1.0 - cosine) / (1.0 - min_cosine))
-    elif cosine < min_cosine:
+    elif cosine_counts and cosine < min_cosine:
         ratios.append(math.inf)
     figures.update(cosine=cosine, max_abs=max_abs, mean_abs=mean_abs, max_rel=max_rel,
                    error_ratio=max(ratios),
-                   diverged=bool(cosine < min_cosine or max_abs > allowed))
+                   diverged=bool((cosine_counts and cosine < min_cosine) or max_abs > allowed))
     return figures
 
 
@@ -378,11 +382,11 @@ def _index(entries, root, notes, label):
 
 def _ordered(ops):
     """Entries of one iteration in topological order (see the module docstring)."""
-    first_seen = {}
+    last_seen = {}
     for entry in ops.values():
         key = (entry.model_id, entry.model_name)
-        first_seen[key] = min(first_seen.get(key, entry.name.timestamp), entry.name.timestamp)
-    return sorted(ops.values(), key=lambda e: (first_seen[(e.model_id, e.model_name)],
+        last_seen[key] = max(last_seen.get(key, entry.name.timestamp), entry.name.timestamp)
+    return sorted(ops.values(), key=lambda e: (last_seen[(e.model_id, e.model_name)],
                                                e.model_id or 0, e.name.task_id,
                                                e.name.timestamp, e.op_name))
 

@@ -117,7 +117,8 @@ def render_numerics_html(report):
         f'<section id="summary"><h2>Summary</h2>{headline}<div class="cards">{cells}</div>'
         f'<p class="dim">Overflow: inf or nan under emulation where the float32 value is finite '
         f'(float16 holds |x| ≤ {th["fp16_max"]:g}). Drift: max relative error above '
-        f'{th["max_relative_error"]:g} or cosine similarity below {th["min_cosine"]:g}. '
+        f'{th["max_relative_error"]:g} or cosine similarity below {th["min_cosine"]:g}, with '
+        f'an error larger than float16\'s smallest step ({th.get("min_abs_error", 0):.3g}). '
         f'Fetches: <span class="mono">{_e(", ".join(report["fetches"]) or "–")}</span>.</p>'
         "</section>",
         '<section id="issues"><h2>Issues in topological order</h2>'

@@ -3,7 +3,8 @@ per-op charts.
 
 The dump comparison page and the profiling report share them. No network access is needed:
 the CSS and the script are inline. Clicking a column header sorts the table by that column
-(numbers numerically, text alphabetically; again to reverse); each cell may carry a sort key.
+(numbers numerically, text naturally: ``GeOp1_2`` before ``GeOp1_10``; again to reverse); each
+cell may carry a sort key.
 """
 
 import html
@@ -37,15 +38,29 @@ code{background:#f1f3f7;padding:1px 4px;border-radius:3px}
 
 SORT_SCRIPT = r"""
 (function(){
+  // Text sorts naturally: runs of digits compare as numbers (GeOp1_2 before GeOp1_10).
+  function chunks(text){
+    return (text.toLowerCase().match(/\d+|\D+/g) || []).map(function(c){
+      return /^\d/.test(c) ? {n: parseInt(c, 10)} : {s: c}; });
+  }
+  function natural(a, b){
+    for (var i = 0; i < Math.min(a.length, b.length); i++){
+      var x = a[i], y = b[i];
+      if ('n' in x && 'n' in y){ if (x.n !== y.n) return x.n - y.n; }
+      else if ('n' in x) return -1; else if ('n' in y) return 1;
+      else if (x.s !== y.s) return x.s < y.s ? -1 : 1;
+    }
+    return a.length - b.length;
+  }
   function key(cell){
     var k = cell.getAttribute('data-k'); if (k === null) k = cell.textContent;
     var n = parseFloat(k); return (k !== '' && isFinite(n) && /^[-+0-9.eE]+$/.test(k.trim()))
-      ? {n: n} : {s: k.toLowerCase()};
+      ? {n: n} : {s: chunks(k)};
   }
   function cmp(a, b){
     if ('n' in a && 'n' in b) return a.n - b.n;
     if ('n' in a) return -1; if ('n' in b) return 1;
-    return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
+    return natural(a.s, b.s);
   }
   document.querySelectorAll('table.sortable').forEach(function(table){
     var heads = table.querySelectorAll('thead th');
