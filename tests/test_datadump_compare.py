@@ -454,3 +454,29 @@ def test_comparison_page_in_headless_chromium(dumps, tmp_path):
     SHOT.screenshot(str(page), str(png), width=1200, height=1600)
     stats, problems = SHOT.check_png(str(png), ["#f9c5c5"])   # the first divergence's row
     assert problems == [], problems
+
+
+_SORT_PROBE = """
+var th = document.querySelectorAll('#tensors thead th'), out = {};
+function column(k) {
+  return Array.prototype.map.call(document.querySelectorAll('#tensors tbody tr'),
+    function (tr) { var c = tr.cells[k]; var v = c.getAttribute('data-k');
+                    return v === null ? c.textContent : v; });
+}
+th[2].click(); out.op = column(2);
+th[12].click(); out.ratio = column(12);
+th[12].click(); out.ratio_desc = column(12);
+return out;
+"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+def test_comparison_tables_sort_in_headless_chromium(dumps, tmp_path):
+    page = tmp_path / "comparison.html"
+    result = compare_dumps(dumps["golden"], dumps["changed"], progress_interval=0)
+    page.write_text(render_comparison_html(result))
+    got = SHOT.probe(str(page), _SORT_PROBE)
+    names = [op.op_name for op in result.ops for _ in op.tensors]
+    assert got["op"] == sorted(names)   # "net/act" … "total"
+    ratios, desc = ([float(v) for v in got[k]] for k in ("ratio", "ratio_desc"))
+    assert ratios == sorted(ratios) and desc == sorted(ratios, reverse=True)

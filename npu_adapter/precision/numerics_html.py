@@ -14,6 +14,7 @@ _EXTRA_CSS = """
 td.st-overflow{color:#b00020;font-weight:600}td.st-drift{color:#a15c00;font-weight:600}
 td.st-ok{color:#2e7d32}table.sortable th{cursor:pointer;user-select:none}
 table.sortable th.asc::after{content:" \\25B2"}table.sortable th.desc::after{content:" \\25BC"}
+td.mono,td.wrap{overflow-wrap:anywhere}
 pre.fix{background:#f6f8fa;border:1px solid var(--line);padding:6px 10px;
 border-radius:6px;white-space:pre-wrap;margin:4px 0}
 """
@@ -53,11 +54,13 @@ def _issue_rows(report):
             "after " + ", ".join(issue["inputs_with_issues"]))
         rows.append(
             f'<tr><td class="mono">{_e(issue["tensor"])}</td><td>{_e(issue["op"])}</td>'
-            f'<td class="st-{_e(issue["kind"])}">{_e(issue["kind"])}</td><td>{_e(first)}</td>'
+            f'<td class="st-{_e(issue["kind"])}">{_e(issue["kind"])}</td>'
+            f'<td class="wrap">{_e(first)}</td>'
             f'<td>{_e(issue["dtype"])}<div class="dim">{_e(issue["reason"])}: '
             f'{_e(issue["detail"])}</div></td>'
             f'{_cell(c["nonfinite"])}{_cell(c["reference_max"])}'
-            f'{_cell(c["max_relative_error"])}{_cell(c["cosine"])}<td>{fix_html}</td></tr>')
+            f'{_cell(c["max_relative_error"])}{_cell(c["cosine"])}'
+            f'<td class="wrap">{fix_html}</td></tr>')
     return rows
 
 

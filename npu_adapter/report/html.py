@@ -27,9 +27,9 @@ page order:
   elsewhere in the page fills the search.
 
 Every table sorts by a click on a column header (again: reversed; names sort naturally, so
-``GeOp1_2`` comes before ``GeOp1_10``). The node table is built by the page's script from JSON
-embedded in the page, a page of rows at a time, so graphs of 100k nodes stay responsive; it
-sorts all matching nodes, not only the rows shown.
+``GeOp1_2`` comes before ``GeOp1_10``; empty cells stay last). The node table is built by the
+page's script from JSON embedded in the page, a page of rows at a time, so graphs of 100k nodes
+stay responsive; it sorts all matching nodes, not only the rows shown.
 """
 
 import html
@@ -408,6 +408,7 @@ table.sortable th,#nodes th{cursor:pointer;user-select:none;white-space:nowrap}
 th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 .scrollbox{max-height:70vh;overflow:auto}
 td.sep,td.cause{font-size:12.5px;max-width:620px;overflow-wrap:anywhere}
+#node-rows td:nth-child(4){white-space:nowrap}
 """
 
 _JS = r"""
@@ -476,8 +477,10 @@ function sortMatches(){
   var f=COLUMN_FIELD[sortCol],keys={};
   matches.forEach(function(i){var r=data.nodes[i],v=fields(r);
     keys[i]=f===3?[{n:r[3]<0?1e9:r[3]}]:chunks(f===6?v[6]+" "+v[7]:v[f]);});
-  matches.sort(function(a,b){var c=natural(keys[a],keys[b]);if(!c)c=a-b;
-    return sortDesc?-c:c;});
+  matches.sort(function(a,b){
+    var blank=(keys[a].length===0)-(keys[b].length===0);   // empty cells last, both ways
+    if(blank)return blank;
+    var c=natural(keys[a],keys[b]);if(!c)c=a-b;return sortDesc?-c:c;});
 }
 var heads=document.querySelectorAll("#nodes thead th");
 heads.forEach(function(th,col){th.addEventListener("click",function(){

@@ -72,7 +72,10 @@ SORT_SCRIPT = r"""
         var body = table.tBodies[0];
         var rows = Array.prototype.slice.call(body.rows);
         rows.sort(function(r1, r2){
-          var c = cmp(key(r1.cells[col]), key(r2.cells[col]));
+          var a = key(r1.cells[col]), b = key(r2.cells[col]);
+          var blank = (!!a.s && !a.s.length) - (!!b.s && !b.s.length);   // empty cells last
+          if (blank) return blank;
+          var c = cmp(a, b);
           return desc ? -c : c;
         });
         rows.forEach(function(r){ body.appendChild(r); });
