@@ -20,6 +20,10 @@ def test_example_runs_and_matches_plain_tensorflow(example):
     lines = proc.stdout.splitlines()
     verdicts = [line for line in lines if "equals plain TensorFlow bit for bit" in line]
     assert verdicts and all(line.endswith("True") for line in verdicts), proc.stdout
+    if example == "infer_from_pb.py":
+        # The accuracy means something: a trained model, on images it did not see.
+        (line,) = [line for line in lines if line.startswith("Top1 accuracy:")]
+        assert float(line.split()[2].rstrip("%")) >= 90 and "held-out" in line, line
 
 
 def test_examples_use_the_npu_session():

@@ -608,3 +608,63 @@ def test_a_script_with_the_older_profiling_string_runs(tmp_path, monkeypatch, pr
         readme = next(tmp_path.glob("PROF_*/**/README.txt")).read_text()
         assert 'profiling options from session options: {"output": "./", "task_trace": "on"}' \
             in readme
+def test_kernel_names_map_back_to_the_graph_op_types():
+    stats = step_stats_pb2.StepStats()
+    device = stats.dev_stats.add(device="/cpu:0")
+    for name, label in [("fc1", "[mklcpu 0.3MB 0.3MB] fc1 = _MklMatMul(x, w1)"),
+                        ("npu_rewrite_2/conv", "x = _MklNativeConv2D(a, b)"),
+                        ("made/by/grappler", "x = _MklNativeFusedConv2D(a, b, c)"),
+                        ("bn/cond/else/_1/norm", "x = _MklNativeFusedBatchNormV3(a)"),
+                        ("unknown/norm", "[cpu 1MB 1MB] x = _MklNativeFusedBatchNormV3(a)"),
+                        ("other", "x = _MklLayerNorm(a)"), ("plain", "x = Tanh(a)")]:
+        device.node_stats.add(node_name=name, timeline_label=label, all_start_micros=10,
+                              all_end_rel_micros=5)
+    index = ClusterIndex()
+    index.op_types.update({"fc1": "MatMul", "conv": "Conv2D"})
+    index.function_op_types["norm"] = "FusedBatchNorm"   # the branch function's node
+    types = {e.node: e.op_type for e in events_from_step_stats(stats, index)}
+    assert types == {"fc1": "MatMul", "npu_rewrite_2/conv": "Conv2D",
+                     "made/by/grappler": "_FusedConv2D", "bn/cond/else/_1/norm": "FusedBatchNorm",
+                     "unknown/norm": "FusedBatchNormV3", "other": "LayerNorm", "plain": "Tanh"}
+
+
+_ONEDNN_RUN = """
+import pathlib, sys, tempfile
+sys.path.insert(0, {tests!r})
+import test_profiling as T
+result, root = T.profile_run(pathlib.Path(tempfile.mkdtemp()), steps=3)
+out = root / "mindstudio_profiler_output"
+print(sorted({{r["OP Type"] for r in T.read_csv(T.one(out, "op_statistic_*.csv"))}}))
+"""
+
+
+def test_profile_with_onednn_shows_the_graph_op_types():
+    """oneDNN names its kernels _MklMatMul...: the profile shows the graph's MatMul."""
+    import subprocess
+
+    tests = str(pathlib.Path(__file__).parent)
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, "-c", _ONEDNN_RUN.format(tests=tests)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    types = done.stdout.strip().splitlines()[-1]
+    assert "'MatMul'" in types and "_Mkl" not in types and "''" not in types
+
+
+def test_first_step_is_reported_apart_from_the_steady_mean(tmp_path):
+    from npu_adapter.profiling.analysis import iteration_summary
+
+    _, root = profile_run(tmp_path, steps=3)
+    out = root / "mindstudio_profiler_output"
+    data = json.loads(one(out, "step_trace_*.json").read_text())
+    times = [s["iteration_time"] for s in data["steps"]]
+    summary = data["iteration_time"]
+    assert summary["first"] == times[0] and summary["steady_steps"] == 2
+    assert summary["steady_mean"] == pytest.approx(sum(times[1:]) / 2)
+    assert summary["steady_median"] == pytest.approx(sum(times[1:]) / 2)
+    html = (out / "report.html").read_text()
+    assert f'id="first-step"><b>{times[0] / 1000:,.3f} ms</b>' in html
+    assert f'id="steady-step"><b>{sum(times[1:]) / 2000:,.3f} ms</b>' in html
+    assert "mean iteration time of the 2 steps after it" in html
+    empty = iteration_summary([])
+    assert empty["first"] is None and empty["steady_mean"] is None

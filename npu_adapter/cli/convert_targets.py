@@ -77,28 +77,13 @@ def _key_of(tensor):
 
 
 def _freeze_saved_model(path, signature, tags):
-    import tensorflow as tf
-
-    from npu_adapter import tf_compat
+    from npu_adapter import model_io
 
     try:
-        loaded = tf.saved_model.load(path, tags=tags or [_SERVE])
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise GraphError(f"{path}: cannot load the SavedModel: {exc}") from None
-    names = sorted(loaded.signatures)
-    key = signature or (_DEFAULT_SIGNATURE if _DEFAULT_SIGNATURE in names else
-                        (names[0] if names else None))
-    if key not in loaded.signatures:
-        raise GraphError(f"{path}: no signature {key!r}; signatures: {', '.join(names) or 'none'}")
-    fn = loaded.signatures[key]
-    frozen = tf_compat.freeze_function(fn)
-    input_keys = sorted(fn.structured_input_signature[1])
-    outputs = fn.structured_outputs
-    output_keys = sorted(outputs) if isinstance(outputs, dict) else \
-        [str(k) for k in range(len(frozen.outputs))]
-    inputs = [(k, t.name) for k, t in zip(input_keys, frozen.inputs)]
-    return FrozenModel(frozen.graph.as_graph_def(),
-                       inputs, [(k, t.name) for k, t in zip(output_keys, frozen.outputs)], key)
+        frozen = model_io.freeze_saved_model(path, signature=signature, tags=tags)
+    except model_io.ModelFileError as exc:
+        raise GraphError(str(exc)) from None
+    return FrozenModel(frozen.graph_def, frozen.inputs, frozen.outputs, frozen.signature)
 
 
 def freeze_model(path, *, signature=None, tags=None, fetches=None, feeds=None):

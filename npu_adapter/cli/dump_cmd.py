@@ -97,13 +97,22 @@ def _run_compare(args):
     for note in result.notes:
         out.write(f"note: {note}\n")
     for step in summary["steps"]:
-        first = step["first_divergence"]
-        text = "no divergence" if first is None else (
-            f"first diverging op: {first['op_name']} ({first['op_type']}), "
-            f"cosine {first['worst_cosine']}, max rel error {first['worst_max_rel']}")
+        first, nonfinite = step["first_divergence"], step["first_nonfinite"]
         diverged = diverged or first is not None
         out.write(f"iteration {step['step']}: {step['ops_compared']} ops compared, "
-                  f"{step['ops_diverged']} diverged; {text}\n")
+                  f"{step['ops_diverged']} diverged"
+                  + ("" if first else "; no divergence") + "\n")
+        # The first inf/nan is named first: it is what turns a loss into nan.
+        lines = [("first op with inf/nan in its output", nonfinite),
+                 ("first diverging op", first)]
+        if nonfinite is not None and nonfinite["order"] == first["order"]:
+            lines = [("first diverging op, the first with inf/nan in its output", first)]
+        for label, op in lines:
+            if op is not None:
+                inputs = {True: "; its inputs agree", False: "; its inputs differ too",
+                          None: ""}[op["inputs_agree"]]
+                out.write(f"  {label}: {op['op_name']} ({op['op_type']}), "
+                          f"{op['figures']}{inputs}\n")
     if args.out:
         json_path = result.write_json(os.path.join(args.out, "comparison.json"))
         html_path = write_atomic(os.path.join(args.out, "comparison.html"),

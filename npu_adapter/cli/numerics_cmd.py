@@ -85,7 +85,8 @@ def _run_numerics(args):
               f"{summary['issues']} issue(s), {len(summary['first_issues'])} first\n")
     for issue in report.first_issues:
         c = issue.comparison
-        out.write(f"  first {c.status}: {c.tensor} ({c.op}, computes in {c.dtype}: {c.reason})\n")
+        out.write(f"  first {c.status}: {c.tensor} ({c.op}, computes in {c.dtype}: {c.reason}): "
+                  f"{c.summary()}\n")
         if issue.fix.get("text"):
             out.write(f"    fix: {issue.fix['text']}\n")
     if not report.consistent:

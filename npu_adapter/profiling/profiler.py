@@ -166,7 +166,9 @@ class ProfileWriter:
         self._write(os.path.join(out, f"step_trace_{stamp}.csv"),
                     _csv(analysis.StepTrace.CSV_HEADER, [s.csv_row() for s in self.steps]))
         self._write(os.path.join(out, f"step_trace_{stamp}.json"),
-                    json.dumps({"steps": [s.to_json() for s in self.steps]}, indent=1))
+                    json.dumps({"steps": [s.to_json() for s in self.steps],
+                                "iteration_time": analysis.iteration_summary(self.steps)},
+                               indent=1))
         self._write(os.path.join(out, f"op_summary_{stamp}.csv"), _csv(
             ("Device_id", "Model Name", "Iteration ID", "Op Name", "OP Type", "Task Type",
              "Task Start Time(us)", "Task Duration(us)", "Thread ID", "Node Name"),
@@ -225,6 +227,7 @@ class ProfileWriter:
             self.describe_settings(), "",
             "timeline/msprof_step_N.json   Chrome trace of step N (Perfetto, chrome://tracing)",
             "step_trace_*.csv/.json        training trace: FP start, BP end, iteration time",
+            "                              (.json: the first step apart, the steady mean)",
             "op_summary_*.csv              every op execution (AI_CORE: in a cluster)",
             "op_statistic_*.csv            time per op type",
             "top_ops_*.csv                 ops by total time",
