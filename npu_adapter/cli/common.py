@@ -7,21 +7,18 @@ and exits with :data:`EXIT_INVALID`.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import re
-import shutil
 import sys
 
 from npu_adapter.config import OPTIONS_BY_NAME, NpuConfig
 from npu_adapter.config.options import suggest_option
 from npu_adapter.errors import NpuConfigError, UnknownOptionError, UsageError, excerpt
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "OutputDirectory",
-           "check_output_file", "common_parent", "config_from_args", "import_tensorflow_quietly",
-           "option_values", "parse_option_value", "progress_printer", "warn",
-           "write_file_atomically"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "common_parent",
+           "config_from_args", "import_tensorflow_quietly", "option_values", "parse_option_value",
+           "progress_printer", "warn"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -193,119 +190,6 @@ def import_tensorflow_quietly(verbose=False):
             if failed or verbose:
                 captured.seek(0)
                 sys.stderr.write(captured.read().decode("utf-8", "replace"))
-
-
-def check_output_file(path, suffixes):
-    """``path`` if a file can be written there: its folder exists and is writable, the path is
-    not a directory and ends in one of ``suffixes``. Raises ``NpuConfigError`` on ``--out``."""
-    if not path.endswith(suffixes):
-        raise NpuConfigError("--out", path, "a file name ending in " + " or ".join(suffixes))
-    folder = os.path.dirname(os.path.abspath(path))
-    allowed = "a file path in an existing, writable folder"
-    if os.path.isdir(path):
-        raise NpuConfigError("--out", path, allowed, detail="it is a directory")
-    if not os.path.isdir(folder):
-        raise NpuConfigError("--out", path, allowed, detail=f"no folder {folder!r}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise NpuConfigError("--out", path, allowed, detail=f"folder {folder!r} is not writable")
-    return path
-
-
-def write_file_atomically(path, data):
-    """Write ``data`` (bytes) to ``path`` through a temporary file in the same folder and
-    ``os.replace``: never a half-written file, and no temporary file left on failure."""
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                                   dir=folder)
-    except OSError as exc:
-        raise NpuConfigError("--out", path, "a file path in a writable folder",
-                             detail=exc.strerror or str(exc)) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise NpuConfigError("--out", path, "a file path in a writable folder",
-                             detail=exc.strerror or str(exc)) from None
-
-
-class OutputDirectory:
-    """Build an output directory in a temporary sibling and put it in place on success.
-
-    ``with OutputDirectory(out) as work:`` — everything is written under ``work``; when the block
-    succeeds each top-level entry of ``work`` replaces the same-named entry of ``out`` (created
-    when missing; other entries of ``out`` are left alone). When it fails, ``out`` is untouched
-    and the partial tree is kept in ``<out>.failed/`` with ``ERROR.txt`` holding the error;
-    :attr:`failed_dir` then names it.
-    """
-
-    def __init__(self, out_dir):
-        self.out_dir = os.path.abspath(out_dir)
-        self.work = None
-        self.failed_dir = None
-        parent, name = os.path.split(self.out_dir.rstrip(os.sep))
-        if not name:
-            raise NpuConfigError("--out", out_dir, "a directory other than the root")
-        if os.path.exists(self.out_dir) and not os.path.isdir(self.out_dir):
-            raise NpuConfigError("--out", out_dir, "a directory",
-                                 detail="a file of that name exists")
-        self._parent, self._name = parent, name
-
-    def __enter__(self):
-        import tempfile
-
-        try:
-            os.makedirs(self._parent, exist_ok=True)
-            self.work = tempfile.mkdtemp(prefix=f".{self._name}.partial-", dir=self._parent)
-        except OSError as exc:
-            raise NpuConfigError("--out", self.out_dir, "a directory that can be created",
-                                 detail=exc.strerror or str(exc)) from None
-        return self.work
-
-    def __exit__(self, kind, exc, tb):
-        if kind is None:
-            self._commit()
-            return False
-        self.failed_dir = self.out_dir + ".failed"
-        if not os.listdir(self.work):  # failed before writing anything: nothing to keep
-            os.rmdir(self.work)
-            self.failed_dir = None
-            return False
-        with contextlib.suppress(OSError):
-            if os.path.isdir(self.failed_dir):
-                shutil.rmtree(self.failed_dir)
-            os.replace(self.work, self.failed_dir)
-            with open(os.path.join(self.failed_dir, "ERROR.txt"), "w", encoding="utf-8") as f:
-                f.write(f"{kind.__name__}: {exc}\n")
-        if os.path.isdir(self.work):  # could not be kept: do not leave a stray partial tree
-            shutil.rmtree(self.work, ignore_errors=True)
-            self.failed_dir = None
-        if isinstance(exc, Exception):
-            exc.failed_dir = self.failed_dir
-        return False
-
-    def _commit(self):
-        try:
-            if not os.path.isdir(self.out_dir):
-                os.replace(self.work, self.out_dir)
-                return
-            for entry in sorted(os.listdir(self.work)):
-                target = os.path.join(self.out_dir, entry)
-                if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
-                elif os.path.lexists(target):
-                    os.unlink(target)
-                os.replace(os.path.join(self.work, entry), target)
-            os.rmdir(self.work)
-        except OSError as exc:
-            shutil.rmtree(self.work, ignore_errors=True)
-            raise NpuConfigError("--out", self.out_dir, "a writable directory",
-                                 detail=exc.strerror or str(exc)) from None
 
 
 def progress_printer(enabled):

@@ -23,10 +23,10 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import warnings
 
 from npu_adapter.cli.common import EXIT_OK, PROG, config_from_args
+from npu_adapter.cli.outputs import OutputFile, make_sibling_directory
 from npu_adapter.errors import GraphError, NpuConfigError
 
 __all__ = ["TARGETS", "FrozenModel", "add_target_arguments", "convert_to_om",
@@ -236,7 +236,7 @@ def convert_to_om(model, out, config, *, soc_version=None, input_shape=None, rep
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise NpuConfigError("--out", out, "a path in an existing directory")
-    scratch = tempfile.mkdtemp(prefix=".npu_adapter_atc-", dir=folder)
+    scratch = make_sibling_directory(out, "atc")
     try:
         pb = os.path.join(scratch, "model.pb")
         with open(pb, "wb") as f:
@@ -251,7 +251,9 @@ def convert_to_om(model, out, config, *, soc_version=None, input_shape=None, rep
             report("running " + " ".join(command[1:]))
         run_atc(command, cwd=scratch, env=toolkit.environment(), om_path=stem + ".om",
                 what=f"model {os.path.basename(out)!r}")
-        os.replace(stem + ".om", out)
+        # Copied, not renamed: the .om gets the mode the umask gives, whatever ATC chose.
+        with OutputFile(out) as om:
+            om.copy_from(stem + ".om")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     dtypes = {n.name: n.attr["dtype"].type for n in model.graph_def.node if n.op == "Placeholder"}
@@ -274,10 +276,8 @@ def _dtype_name(enum):
 
 
 def _write_text(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    with OutputFile(path) as output:
+        output.write(text.encode("utf-8"))
 
 
 def convert_to_savedmodel(model, out, config, *, backend="cpu"):
@@ -302,7 +302,7 @@ def convert_to_savedmodel(model, out, config, *, backend="cpu"):
     feeds = [t for _, t in model.inputs]
     result = rewrite(model.graph_def, config, fetches=fetches, feeds=feeds, backend=backend)
     graph = tf.Graph()
-    staging = tempfile.mkdtemp(prefix=".npu_adapter_savedmodel-", dir=parent)
+    staging = make_sibling_directory(out, "staging")
     target = os.path.join(staging, "model")
     try:
         with graph.as_default(), plain_session_class()(graph=graph) as sess:

@@ -9,7 +9,7 @@ import os
 import sys
 
 from npu_adapter.cli.common import EXIT_OK, common_parent
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.cli.outputs import OutputDirectory
 
 __all__ = ["EXIT_DIVERGED", "add_dump_command"]
 
@@ -83,12 +83,25 @@ def _run_show(args):
 
 
 def _run_compare(args):
+    import contextlib
+
+    # --out is checked (its temporary sibling created) before the dumps are read.
+    output = OutputDirectory(args.out) if args.out else contextlib.nullcontext()
+    with output as work_dir:
+        diverged = _compare(args, work_dir)
+    if args.out:
+        sys.stdout.write(f"{os.path.join(args.out, 'comparison.json')}\n"
+                         f"{os.path.join(args.out, 'comparison.html')}\n")
+    return EXIT_DIVERGED if (args.check and diverged) else EXIT_OK
+
+
+def _compare(args, work_dir):
+    """Compare, print one line per iteration, write the files into ``work_dir`` (when given);
+    True when an op diverges."""
     from npu_adapter.datadump.compare import compare_dumps
     from npu_adapter.datadump.compare_html import render_comparison_html
     from npu_adapter.datadump.writer import write_atomic
 
-    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise NpuConfigError("--out", args.out, "a directory", detail="a file of that name exists")
     result = compare_dumps(args.golden, args.other, steps=args.step, min_cosine=args.min_cosine,
                            rtol=args.rtol, atol=args.atol)
     out = sys.stdout
@@ -104,12 +117,10 @@ def _run_compare(args):
         diverged = diverged or first is not None
         out.write(f"iteration {step['step']}: {step['ops_compared']} ops compared, "
                   f"{step['ops_diverged']} diverged; {text}\n")
-    if args.out:
-        json_path = result.write_json(os.path.join(args.out, "comparison.json"))
-        html_path = write_atomic(os.path.join(args.out, "comparison.html"),
-                                 render_comparison_html(result))
-        out.write(f"{json_path}\n{html_path}\n")
-    return EXIT_DIVERGED if (args.check and diverged) else EXIT_OK
+    if work_dir is not None:
+        result.write_json(os.path.join(work_dir, "comparison.json"))
+        write_atomic(os.path.join(work_dir, "comparison.html"), render_comparison_html(result))
+    return diverged
 
 
 def add_dump_command(subparsers):

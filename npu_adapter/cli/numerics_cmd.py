@@ -7,6 +7,7 @@ import sys
 import warnings
 
 from npu_adapter.cli.common import EXIT_OK, PROG, common_parent, config_from_args
+from npu_adapter.cli.outputs import OutputDirectory
 from npu_adapter.errors import NpuConfigError
 
 __all__ = ["add_numerics_command", "load_feeds"]
@@ -43,20 +44,39 @@ def load_feeds(feed_args, feeds_file):
 
 
 def _write(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    os.replace(tmp, path)
-    return path
 
 
 def _run_numerics(args):
+    # --out is checked (its temporary sibling created) before any work; numerics.json and
+    # numerics.html appear in it together, when both are written.
+    with OutputDirectory(args.out) as work_dir:
+        report, data = _numerics(args)
+        _write(os.path.join(work_dir, "numerics.json"),
+               json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        from npu_adapter.precision.numerics_html import render_numerics_html
+
+        _write(os.path.join(work_dir, "numerics.html"), render_numerics_html(data))
+    page = os.path.join(args.out, "numerics.html")
+    out = sys.stdout
+    summary = data["summary"]
+    out.write(f"{page}\n  {summary['tensors']} tensors compared under {data['setting']}: "
+              f"{summary['issues']} issue(s), {len(summary['first_issues'])} first\n")
+    for issue in report.first_issues:
+        c = issue.comparison
+        out.write(f"  first {c.status}: {c.tensor} ({c.op}, computes in {c.dtype}: {c.reason})\n")
+        if issue.fix.get("text"):
+            out.write(f"    fix: {issue.fix['text']}\n")
+    if not report.consistent:
+        out.write(f"  warning: {report.consistency_note}\n")
+    return EXIT_OK
+
+
+def _numerics(args):
     from npu_adapter import model_io
     from npu_adapter.precision.numerics import find_numeric_issues
-    from npu_adapter.precision.numerics_html import render_numerics_html
 
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise NpuConfigError("--out", args.out, "a directory", detail="a file of that name exists")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config = config_from_args(args)
@@ -74,23 +94,7 @@ def _run_numerics(args):
                                  max_relative_error=args.max_relative_error,
                                  min_cosine=args.min_cosine, backend=backend,
                                  model_name=model.name)
-    data = report.to_json()
-    os.makedirs(args.out, exist_ok=True)
-    _write(os.path.join(args.out, "numerics.json"),
-           json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    page = _write(os.path.join(args.out, "numerics.html"), render_numerics_html(data))
-    out = sys.stdout
-    summary = data["summary"]
-    out.write(f"{page}\n  {summary['tensors']} tensors compared under {data['setting']}: "
-              f"{summary['issues']} issue(s), {len(summary['first_issues'])} first\n")
-    for issue in report.first_issues:
-        c = issue.comparison
-        out.write(f"  first {c.status}: {c.tensor} ({c.op}, computes in {c.dtype}: {c.reason})\n")
-        if issue.fix.get("text"):
-            out.write(f"    fix: {issue.fix['text']}\n")
-    if not report.consistent:
-        out.write(f"  warning: {report.consistency_note}\n")
-    return EXIT_OK
+    return report, report.to_json()
 
 
 def add_numerics_command(subparsers):
