@@ -3,6 +3,7 @@ folders 0777 less the umask, as ``cp`` or ``tar`` would make them), through a te
 or folder beside it, and nothing is left behind when a command fails."""
 
 import os
+import pathlib
 
 import pytest
 from cli_cases import dump_tree, image_batch, image_model, run, tree
@@ -67,3 +68,31 @@ def test_an_existing_output_folder_keeps_its_other_files(tmp_path, capsys):
     (out / "notes.txt").write_text("mine")
     assert run(capsys, "inspect", model, "--out", out, "-q").code == 0
     assert (out / "notes.txt").read_text() == "mine" and (out / "report.html").is_file()
+
+
+def test_convert_refuses_to_write_over_its_input(tmp_path, capsys):
+    model = image_model(tmp_path)
+    original = pathlib.Path(model).read_bytes()
+    (tmp_path / "sub").mkdir()
+    os.symlink(model, tmp_path / "link.pb")
+    for out in (model, str(tmp_path / "sub" / ".." / "model.pb"), str(tmp_path / "link.pb")):
+        result = run(capsys, "convert", model, "--out", out)
+        assert result.code == 2
+        assert result.err_lines == [f"npu-adapter: error: --out {out} is the same file as the "
+                                    f"input model {model}: writing there would replace the "
+                                    "model; choose another output path"]
+    assert pathlib.Path(model).read_bytes() == original
+    assert sorted(os.listdir(tmp_path)) == ["link.pb", "model.pb", "sub"]
+    assert os.path.islink(tmp_path / "link.pb")
+
+
+def test_convert_refuses_a_file_of_the_input_saved_model(tmp_path, capsys):
+    model = tmp_path / "served"
+    assert run(capsys, "convert", image_model(tmp_path), "--to", "savedmodel", "--out",
+               model).code == 0
+    before = tree(model)
+    result = run(capsys, "convert", model, "--out", model / "saved_model.pb")
+    assert result.code == 2 and len(result.err_lines) == 1
+    assert f"--out {model / 'saved_model.pb'} is a file of the input SavedModel {model}" \
+        in result.err
+    assert tree(model) == before

@@ -11,7 +11,7 @@ from npu_adapter.cli.common import (
     import_tensorflow_quietly,
 )
 from npu_adapter.cli.convert_targets import add_target_arguments, run_conversion_target
-from npu_adapter.cli.outputs import OutputFile
+from npu_adapter.cli.outputs import OutputFile, check_not_input
 
 __all__ = ["add_convert_command"]
 
@@ -37,6 +37,7 @@ def _rewrite(args):
 
 
 def _run_convert(args):
+    check_not_input(args.out, args.model)
     if args.to != "pb":  # --to om / savedmodel: npu_adapter/cli/convert_targets.py
         import_tensorflow_quietly(getattr(args, "verbose", False))
         return run_conversion_target(args)

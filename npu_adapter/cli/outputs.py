@@ -14,9 +14,9 @@ import os
 import secrets
 import shutil
 
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, UsageError
 
-__all__ = ["OutputDirectory", "OutputFile", "make_sibling_directory"]
+__all__ = ["OutputDirectory", "OutputFile", "check_not_input", "make_sibling_directory"]
 
 _ATTEMPTS = 100
 
@@ -46,6 +46,28 @@ def _create_sibling_file(path):
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name next to {path}")
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_not_input(out, model, flag="--out"):
+    """Refuse an output path that is the input ``model`` itself, by any path (``./x/../m.pb``, a
+    symbolic link), or an existing file of the input SavedModel directory: writing there would
+    replace the model being read."""
+    if not model or not out or not os.path.exists(out):
+        return
+    if _same_file(out, model):
+        raise UsageError(f"{flag} {out} is the same file as the input model {model}: writing "
+                         "there would replace the model; choose another output path")
+    real_model = os.path.realpath(model)
+    if os.path.isdir(model) and os.path.realpath(out).startswith(real_model + os.sep):
+        raise UsageError(f"{flag} {out} is a file of the input SavedModel {model}: writing "
+                         "there would replace part of the model; choose another output path")
 
 
 class OutputFile:
