@@ -7,40 +7,11 @@ import sys
 import warnings
 
 from npu_adapter.cli.common import EXIT_OK, PROG, common_parent, config_from_args
+from npu_adapter.cli.feeds import check_feeds, load_feeds
 from npu_adapter.cli.outputs import OutputDirectory
 from npu_adapter.errors import NpuConfigError
 
-__all__ = ["add_numerics_command", "load_feeds"]
-
-
-def _load_array(flag, path):
-    import numpy as np
-
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise NpuConfigError(flag, path, "a readable .npy/.npz file (no pickles)",
-                             detail=str(exc)) from None
-
-
-def load_feeds(feed_args, feeds_file):
-    """``--feed NAME=FILE.npy`` entries and a ``--feeds FILE.npz`` → ``{tensor: array}``."""
-    feeds = {}
-    if feeds_file:
-        archive = _load_array("--feeds", feeds_file)
-        if not hasattr(archive, "files"):
-            raise NpuConfigError("--feeds", feeds_file, "a .npz archive keyed by tensor name")
-        for key in archive.files:
-            feeds[key if ":" in key else key + ":0"] = archive[key]
-    for item in feed_args or ():
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise NpuConfigError("--feed", item, "NAME=FILE.npy, e.g. input:0=batch.npy")
-        feeds[name if ":" in name else name + ":0"] = _load_array("--feed", path)
-    if not feeds:
-        raise NpuConfigError("--feed", None, "at least one --feed NAME=FILE.npy or --feeds "
-                             "FILE.npz (the inputs to run the model with)")
-    return feeds
+__all__ = ["add_numerics_command"]
 
 
 def _write(path, text):
@@ -83,12 +54,17 @@ def _numerics(args):
     for warning in caught:
         sys.stderr.write(f"{PROG}: warning: {warning.message}\n")
     feeds = load_feeds(args.feed_value, args.feeds)
+    if not feeds:
+        raise NpuConfigError("--feed", "", "at least one --feed NAME=FILE.npy or --feeds "
+                             "FILE.npz (the inputs to run the model with)")
     model = model_io.load_model(args.model, signature=args.signature,
                                 tags=args.tags.split(",") if args.tags else None)
     fetches = args.fetch or model.fetches or None
     if not fetches:
         raise NpuConfigError("--fetch", None, "the tensors to compute (the model has no "
                              "signature naming its outputs)")
+    check_feeds(model.graph_def, list(fetches), feeds)
+    feeds = {feed.tensor: feed.array for feed in feeds}
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"
     report = find_numeric_issues(model.graph_def, config, feeds=feeds, fetches=list(fetches),
                                  max_relative_error=args.max_relative_error,
