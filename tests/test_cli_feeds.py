@@ -70,3 +70,41 @@ def test_an_archive_of_feeds(tmp_path, capsys, model):
     assert "the file holds shape (16,16,3)" in line
     result = _numerics(capsys, model, tmp_path / "ok", "--feeds", tmp_path / "good.npz")
     assert result.code == 0, result.err
+
+
+# ---------------------------------------------------------------------------- what is checked first
+
+
+def test_a_model_without_inputs_needs_no_feed(tmp_path, capsys):
+    from cli_cases import constant_model
+
+    result = run(capsys, "numerics", constant_model(tmp_path), "--fetch", "out:0", "--out",
+                 tmp_path / "out")
+    assert (result.code, result.err) == (0, "")
+    assert "tensors compared" in result.out and (tmp_path / "out" / "numerics.html").is_file()
+
+
+def test_a_missing_input_is_named(tmp_path, capsys, model):
+    result = _numerics(capsys, model, tmp_path / "out")
+    assert result.code == 2 and not (tmp_path / "out").exists()
+    assert result.err_lines == [
+        "npu-adapter: error: the model needs a value for input:0 (float32 of shape (1,16,16,3)): "
+        "give --feed input:0=FILE.npy (repeatable) or --feeds FILE.npz"]
+
+
+def test_out_is_checked_before_the_model_is_read(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("")
+    out = tmp_path / "a_file" / "out"
+    result = run(capsys, "numerics", tmp_path / "missing.pb", "--fetch", "y:0", "--out", out)
+    assert result.code == 2 and len(result.err_lines) == 1
+    assert result.err.startswith(f"npu-adapter: error: invalid value '{out}' for option '--out'")
+
+
+def test_convert_to_om_looks_for_atc_before_reading_the_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+    result = run(capsys, "convert", tmp_path / "missing.pb", "--to", "om", "--soc-version",
+                 "Ascend310P3", "--out", tmp_path / "m.om")
+    assert result.code == 2 and len(result.err_lines) == 1
+    assert "`atc` is not on PATH" in result.err and "missing.pb" not in result.err
+    assert os.listdir(tmp_path) == []

@@ -39,7 +39,6 @@ def _rewrite(args):
 def _run_convert(args):
     check_not_input(args.out, args.model)
     if args.to != "pb":  # --to om / savedmodel: npu_adapter/cli/convert_targets.py
-        import_tensorflow_quietly(getattr(args, "verbose", False))
         return run_conversion_target(args)
     with OutputFile(args.out, (".pb", ".pbtxt")) as output:  # checks --out before any work
         result = _rewrite(args)

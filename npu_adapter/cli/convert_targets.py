@@ -25,12 +25,13 @@ import shutil
 import sys
 import warnings
 
-from npu_adapter.cli.common import EXIT_OK, PROG, config_from_args
+from npu_adapter.cli.common import EXIT_OK, PROG, config_from_args, import_tensorflow_quietly
 from npu_adapter.cli.outputs import OutputFile, make_sibling_directory
 from npu_adapter.errors import GraphError, NpuConfigError
 
-__all__ = ["TARGETS", "FrozenModel", "add_target_arguments", "convert_to_om",
-           "convert_to_savedmodel", "freeze_model", "run_conversion_target"]
+__all__ = ["TARGETS", "FrozenModel", "add_target_arguments", "check_om_target",
+           "check_savedmodel_target", "convert_to_om", "convert_to_savedmodel", "freeze_model",
+           "run_conversion_target"]
 
 TARGETS = ("pb", "om", "savedmodel")
 _V1_CONTROL_FLOW = frozenset({"Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter",
@@ -215,28 +216,69 @@ def _check_convertible(model):
                 "tf.compat.v1.enable_control_flow_v2() before building the graph)")
 
 
-def convert_to_om(model, out, config, *, soc_version=None, input_shape=None, report=None):
+def check_om_target(out, config, soc_version=None):
+    """What ``--to om`` needs, checked before any work: ``out`` ends in ``.om`` in an existing
+    folder, ``atc`` is found, the SoC is known. Returns ``(toolkit, atc, AtcOptions)``.
+
+    Raises:
+        NpuConfigError: a bad ``out``. CannNotAvailableError: no ``atc``. CannConfigError: no
+        SoC (``--soc-version``, ``soc_config`` or ``$SOC_VERSION``).
+    """
+    from npu_adapter.backends.cann.atc import atc_options_from_config, require_soc
+    from npu_adapter.backends.cann.toolkit import detect
+
+    if not out.endswith(".om"):
+        raise NpuConfigError("--out", out, "a file name ending in .om (with --to om)")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise NpuConfigError("--out", out, "a path in an existing directory")
+    toolkit = detect(config)
+    atc = toolkit.require_atc()
+    options = atc_options_from_config(config, soc_version=soc_version)
+    require_soc(options.soc_version)
+    return toolkit, atc, options
+
+
+def check_savedmodel_target(out, backend):
+    """What ``--to savedmodel`` needs, checked before any work: a plain-TensorFlow backend and
+    an ``out`` that does not exist yet, in an existing folder."""
+    if backend == "cann":
+        raise NpuConfigError("--backend", backend, "a backend whose rewrite is plain TensorFlow "
+                             "(e.g. cpu): the cann backend's graph calls into this process's "
+                             "runtime and cannot be served; use --to om for the Ascend model")
+    if os.path.exists(out):
+        raise NpuConfigError("--out", out, "a directory that does not exist yet (with --to "
+                             "savedmodel)")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise NpuConfigError("--out", out, "a path in an existing directory")
+
+
+def _work_directory(out, tag):
+    """A temporary folder beside ``out`` (the check that its folder is writable)."""
+    try:
+        return make_sibling_directory(out, tag)
+    except OSError as exc:
+        raise NpuConfigError("--out", out, "a path in a writable folder",
+                             detail=exc.strerror or str(exc)) from None
+
+
+def convert_to_om(model, out, config, *, soc_version=None, input_shape=None, report=None,
+                  work_dir=None):
     """Compile ``model`` (a :class:`FrozenModel`) with ATC into ``out``; returns the path.
+
+    ``work_dir``: an empty folder beside ``out`` for ATC's files (default: one made here); it
+    is removed either way.
 
     Raises:
         CannNotAvailableError: no ``atc``. AtcError: ATC failed. CannConfigError,
         NpuConfigError, GraphError: bad options, shapes or model.
     """
-    from npu_adapter.backends.cann.atc import atc_options_from_config, build_atc_command, run_atc
-    from npu_adapter.backends.cann.toolkit import detect
+    from npu_adapter.backends.cann.atc import build_atc_command, run_atc
     from npu_adapter.graph.serialize import to_bytes
 
-    if not out.endswith(".om"):
-        raise NpuConfigError("--out", out, "a file name ending in .om (with --to om)")
+    toolkit, atc, options = check_om_target(out, config, soc_version)
     _check_convertible(model)
-    options = atc_options_from_config(config, soc_version=soc_version)
     inputs, gears = _model_inputs(model, config, input_shape)
-    toolkit = detect(config)
-    atc = toolkit.require_atc()
-    folder = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(folder):
-        raise NpuConfigError("--out", out, "a path in an existing directory")
-    scratch = make_sibling_directory(out, "atc")
+    scratch = work_dir or _work_directory(out, "atc")
     try:
         pb = os.path.join(scratch, "model.pb")
         with open(pb, "wb") as f:
@@ -280,29 +322,21 @@ def _write_text(path, text):
         output.write(text.encode("utf-8"))
 
 
-def convert_to_savedmodel(model, out, config, *, backend="cpu"):
+def convert_to_savedmodel(model, out, config, *, backend="cpu", work_dir=None):
     """Rewrite ``model`` and write it as a SavedModel in ``out`` (which must not exist);
-    returns the :class:`~npu_adapter.pipeline.result.RewriteResult`."""
+    returns the :class:`~npu_adapter.pipeline.result.RewriteResult`. ``work_dir``: an empty
+    folder beside ``out`` to build it in (default: one made here); it is removed either way."""
     import tensorflow as tf
 
     from npu_adapter.api import rewrite
     from npu_adapter.session import plain_session_class
 
-    if backend == "cann":
-        raise NpuConfigError("--backend", backend, "a backend whose rewrite is plain TensorFlow "
-                             "(e.g. cpu): the cann backend's graph calls into this process's "
-                             "runtime and cannot be served; use --to om for the Ascend model")
-    if os.path.exists(out):
-        raise NpuConfigError("--out", out, "a directory that does not exist yet (with --to "
-                             "savedmodel)")
-    parent = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(parent):
-        raise NpuConfigError("--out", out, "a path in an existing directory")
+    check_savedmodel_target(out, backend)
     fetches = [t for _, t in model.outputs]
     feeds = [t for _, t in model.inputs]
     result = rewrite(model.graph_def, config, fetches=fetches, feeds=feeds, backend=backend)
     graph = tf.Graph()
-    staging = make_sibling_directory(out, "staging")
+    staging = work_dir or _work_directory(out, "staging")
     target = os.path.join(staging, "model")
     try:
         with graph.as_default(), plain_session_class()(graph=graph) as sess:
@@ -330,17 +364,27 @@ def run_conversion_target(args):
         config = config_from_args(args)
     for warning in caught:
         sys.stderr.write(f"{PROG}: warning: {warning.message}\n")
-    tags = args.tags.split(",") if args.tags else None
-    model = freeze_model(args.model, signature=args.signature, tags=tags, fetches=args.fetch,
-                         feeds=args.feed)
-    if args.to == "om":
-        path = convert_to_om(model, args.out, config, soc_version=args.soc_version,
-                             input_shape=args.input_shape)
-        sys.stdout.write(f"{path}\n  signature {model.signature}: "
-                         f"{len(model.inputs)} input(s), {len(model.outputs)} output(s)\n")
-        return EXIT_OK
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"
-    result = convert_to_savedmodel(model, args.out, config, backend=backend)
+    if args.to == "om":  # atc, the SoC and --out before the model is read
+        check_om_target(args.out, config, args.soc_version)
+    else:
+        check_savedmodel_target(args.out, backend)
+    work_dir = _work_directory(args.out, "atc" if args.to == "om" else "staging")
+    import_tensorflow_quietly(getattr(args, "verbose", False))
+    try:
+        tags = args.tags.split(",") if args.tags else None
+        model = freeze_model(args.model, signature=args.signature, tags=tags,
+                             fetches=args.fetch, feeds=args.feed)
+        if args.to == "om":
+            path = convert_to_om(model, args.out, config, soc_version=args.soc_version,
+                                 input_shape=args.input_shape, work_dir=work_dir)
+            sys.stdout.write(f"{path}\n  signature {model.signature}: "
+                             f"{len(model.inputs)} input(s), {len(model.outputs)} output(s)\n")
+            return EXIT_OK
+        result = convert_to_savedmodel(model, args.out, config, backend=backend,
+                                       work_dir=work_dir)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
     sys.stdout.write(f"{args.out}\n  signature {model.signature}; {len(result.clusters)} "
                      "cluster(s): " + ", ".join(f"{c.name} ({c.size} nodes)"
                                                 for c in result.clusters) + "\n")

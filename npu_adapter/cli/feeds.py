@@ -8,7 +8,7 @@ model expects and what the file holds, instead of TensorFlow's exception from de
 
 import dataclasses
 
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, UsageError
 
 __all__ = ["Feed", "check_feeds", "load_feeds", "shape_text"]
 
@@ -117,10 +117,12 @@ def _check_value(feed, dtype, dims):
 
 def check_feeds(graph_def, fetches, feeds):
     """Check every :class:`Feed` against ``graph_def`` as TensorFlow would when running
-    ``fetches``: the tensor exists, the array's shape and dtype fit it.
+    ``fetches``: the tensor exists, the array's shape and dtype fit it, and every Placeholder
+    the fetches need is fed (a model without inputs needs no feed).
 
     Raises:
         NpuConfigError: on the first feed that does not fit, naming its ``--feed`` entry.
+        UsageError: a needed input has no value (naming each one, its dtype and shape).
     """
     from npu_adapter.graph.extract import extract_client_graph
     from npu_adapter.graph.names import parse_input
@@ -140,5 +142,18 @@ def check_feeds(graph_def, fetches, feeds):
         node = stand_ins.get(parse_input(client.feeds[feed.tensor])[0])
         if node is not None and node.op == "Placeholder":
             _check_value(feed, *_placeholder_spec(node))
+    fed = set(client.feeds.values())
+    unfed = [node for node in client.graph_def.node
+             if node.op == "Placeholder" and f"{node.name}:0" not in fed]
+    if unfed:
+        needs = "; ".join(f"{node.name}:0 ({_spec_text(*_placeholder_spec(node))})"
+                          for node in unfed)
+        example = f"{unfed[0].name}:0=FILE.npy"
+        raise UsageError(f"the model needs a value for {needs}: give --feed {example} "
+                         "(repeatable) or --feeds FILE.npz")
     return client
+
+
+def _spec_text(dtype, dims):
+    return f"{dtype.name} of shape {shape_text(dims)}"
 

@@ -54,9 +54,6 @@ def _numerics(args):
     for warning in caught:
         sys.stderr.write(f"{PROG}: warning: {warning.message}\n")
     feeds = load_feeds(args.feed_value, args.feeds)
-    if not feeds:
-        raise NpuConfigError("--feed", "", "at least one --feed NAME=FILE.npy or --feeds "
-                             "FILE.npz (the inputs to run the model with)")
     model = model_io.load_model(args.model, signature=args.signature,
                                 tags=args.tags.split(",") if args.tags else None)
     fetches = args.fetch or model.fetches or None
