@@ -11,6 +11,7 @@ import sys
 import traceback
 
 from npu_adapter import __version__
+from npu_adapter.cli import quiet
 from npu_adapter.cli.common import (
     EXIT_ERROR,
     EXIT_INVALID,
@@ -80,6 +81,7 @@ def main(argv=None):
         parser.print_help(sys.stderr)
         return EXIT_INVALID
     verbose = getattr(args, "verbose", False)
+    quiet.install(verbose=verbose)
     try:
         return handler(args)
     except BrokenPipeError:  # e.g. `npu-adapter options | head`: stop quietly

@@ -8,7 +8,6 @@ and exits with :data:`EXIT_INVALID`.
 
 import argparse
 import json
-import os
 import re
 import sys
 
@@ -17,8 +16,7 @@ from npu_adapter.config.options import suggest_option
 from npu_adapter.errors import NpuConfigError, UnknownOptionError, UsageError, excerpt
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "common_parent",
-           "config_from_args", "import_tensorflow_quietly", "option_values", "parse_option_value",
-           "progress_printer", "warn"]
+           "config_from_args", "option_values", "parse_option_value", "progress_printer", "warn"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -151,45 +149,6 @@ def config_from_args(args):
         config = NpuConfig.from_dict({})
     overrides = option_values(args.option or ())
     return config.replace(**overrides) if overrides else config
-
-
-def import_tensorflow_quietly(verbose=False):
-    """Import TensorFlow without its C++ start-up lines on stderr.
-
-    TensorFlow's native libraries log from C++ when they load (CUDA probing, CPU features,
-    "All log messages before absl::InitializeLog()"), some of them twice and regardless of
-    ``TF_CPP_MIN_LOG_LEVEL``; a command-line tool should print only its own lines. File
-    descriptor 2 goes to a temporary file during the import; what was written is replayed when
-    the import fails (or with ``verbose``). ``TF_CPP_MIN_LOG_LEVEL`` defaults to 2 for the
-    messages TensorFlow logs later.
-    """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if "tensorflow" in sys.modules:
-        return
-    import tempfile
-
-    try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):  # stderr is not a real file (tests)
-        import tensorflow
-
-        return
-    sys.stderr.flush()
-    saved = os.dup(fd)
-    with tempfile.TemporaryFile() as captured:
-        failed = True
-        try:
-            os.dup2(captured.fileno(), fd)
-            import tensorflow  # noqa: F401
-
-            failed = False
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, fd)
-            os.close(saved)
-            if failed or verbose:
-                captured.seek(0)
-                sys.stderr.write(captured.read().decode("utf-8", "replace"))
 
 
 def progress_printer(enabled):

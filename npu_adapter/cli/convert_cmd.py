@@ -8,7 +8,6 @@ from npu_adapter.cli.common import (
     PROG,
     common_parent,
     config_from_args,
-    import_tensorflow_quietly,
 )
 from npu_adapter.cli.convert_targets import add_target_arguments, run_conversion_target
 from npu_adapter.cli.outputs import OutputFile, check_not_input
@@ -17,7 +16,6 @@ __all__ = ["add_convert_command"]
 
 
 def _rewrite(args):
-    import_tensorflow_quietly(getattr(args, "verbose", False))
     from npu_adapter import model_io
     from npu_adapter.api import rewrite
 

@@ -25,7 +25,7 @@ import shutil
 import sys
 import warnings
 
-from npu_adapter.cli.common import EXIT_OK, PROG, config_from_args, import_tensorflow_quietly
+from npu_adapter.cli.common import EXIT_OK, PROG, config_from_args
 from npu_adapter.cli.outputs import OutputFile, make_sibling_directory
 from npu_adapter.errors import GraphError, NpuConfigError
 
@@ -112,9 +112,8 @@ def freeze_model(path, *, signature=None, tags=None, fetches=None, feeds=None):
     Raises:
         GraphError: the model cannot be loaded, is not frozen, or names no such tensors.
     """
-    import tensorflow as tf
-
     from npu_adapter import model_io
+    from npu_adapter.graph.extract import extract_client_graph
 
     if os.path.isdir(path):
         model = _freeze_saved_model(path, signature, tags)
@@ -137,7 +136,7 @@ def freeze_model(path, *, signature=None, tags=None, fetches=None, feeds=None):
     missing = [name for name in output_nodes if name not in known]
     if missing:
         raise GraphError(f"{path}: no node named {missing[0]!r} (an output)")
-    model.graph_def = tf.compat.v1.graph_util.extract_sub_graph(model.graph_def, output_nodes)
+    model.graph_def = extract_client_graph(model.graph_def, [t for _, t in model.outputs]).graph_def
     if not model.inputs:
         model.inputs = [(n.name, f"{n.name}:0") for n in model.graph_def.node
                         if n.op == "Placeholder"]
@@ -322,6 +321,21 @@ def _write_text(path, text):
         output.write(text.encode("utf-8"))
 
 
+def _predict_signature(inputs, outputs):
+    """The ``tensorflow/serving/predict`` SignatureDef of ``{key: tf.Tensor}`` inputs and
+    outputs (what ``predict_signature_def`` builds, without its deprecated helpers)."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    signature = meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/predict")
+    for field, tensors in ((signature.inputs, inputs), (signature.outputs, outputs)):
+        for key, tensor in tensors.items():
+            info = field[key]
+            info.name = tensor.name
+            info.dtype = tensor.dtype.as_datatype_enum
+            info.tensor_shape.CopyFrom(tensor.shape.as_proto())
+    return signature
+
+
 def convert_to_savedmodel(model, out, config, *, backend="cpu", work_dir=None):
     """Rewrite ``model`` and write it as a SavedModel in ``out`` (which must not exist);
     returns the :class:`~npu_adapter.pipeline.result.RewriteResult`. ``work_dir``: an empty
@@ -345,7 +359,7 @@ def convert_to_savedmodel(model, out, config, *, backend="cpu", work_dir=None):
                       for key, t in model.inputs}
             outputs = {key: graph.get_tensor_by_name(result.tensor_map.get(t, t))
                        for key, t in model.outputs}
-            signature = tf.compat.v1.saved_model.predict_signature_def(inputs, outputs)
+            signature = _predict_signature(inputs, outputs)
             builder = tf.compat.v1.saved_model.Builder(target)
             builder.add_meta_graph_and_variables(
                 sess, [tf.compat.v1.saved_model.tag_constants.SERVING],
@@ -370,7 +384,6 @@ def run_conversion_target(args):
     else:
         check_savedmodel_target(args.out, backend)
     work_dir = _work_directory(args.out, "atc" if args.to == "om" else "staging")
-    import_tensorflow_quietly(getattr(args, "verbose", False))
     try:
         tags = args.tags.split(",") if args.tags else None
         model = freeze_model(args.model, signature=args.signature, tags=tags,

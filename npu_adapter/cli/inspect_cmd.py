@@ -8,7 +8,6 @@ from npu_adapter.cli.common import (
     PROG,
     common_parent,
     config_from_args,
-    import_tensorflow_quietly,
     progress_printer,
 )
 from npu_adapter.cli.outputs import OutputDirectory
@@ -26,7 +25,6 @@ def _run_inspect(args):
 
 
 def _inspect(args, work_dir):
-    import_tensorflow_quietly(getattr(args, "verbose", False))
     from npu_adapter import model_io
     from npu_adapter.report import dump_graphs
 
