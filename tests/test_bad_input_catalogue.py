@@ -309,7 +309,8 @@ def _model(env):
 
 
 def _no_tmp_left(env):
-    leftovers = [n for n in os.listdir(env.root) if n.endswith(".tmp") or ".partial-" in n]
+    leftovers = [n for n in os.listdir(env.root) if n.endswith(".tmp") or any(
+        part in n for part in (".partial-", ".tmp-", ".atc-", ".staging-"))]
     assert leftovers == [], leftovers
 
 

@@ -10,6 +10,7 @@ import sys
 
 from npu_adapter.cli.common import EXIT_OK, common_parent
 from npu_adapter.cli.outputs import OutputDirectory
+from npu_adapter.errors import float_text
 
 __all__ = ["EXIT_DIVERGED", "add_dump_command"]
 
@@ -82,6 +83,11 @@ def _run_show(args):
     return EXIT_OK
 
 
+def _metric(value):
+    """A comparison figure as a person reads it (JSON holds no inf/nan: None stands for them)."""
+    return "inf/nan" if value is None else float_text(value)
+
+
 def _run_compare(args):
     import contextlib
 
@@ -113,7 +119,8 @@ def _compare(args, work_dir):
         first = step["first_divergence"]
         text = "no divergence" if first is None else (
             f"first diverging op: {first['op_name']} ({first['op_type']}), "
-            f"cosine {first['worst_cosine']}, max rel error {first['worst_max_rel']}")
+            f"cosine {_metric(first['worst_cosine'])}, "
+            f"max rel error {_metric(first['worst_max_rel'])}")
         diverged = diverged or first is not None
         out.write(f"iteration {step['step']}: {step['ops_compared']} ops compared, "
                   f"{step['ops_diverged']} diverged; {text}\n")

@@ -9,7 +9,7 @@ import warnings
 from npu_adapter.cli.common import EXIT_OK, PROG, common_parent, config_from_args
 from npu_adapter.cli.feeds import check_feeds, load_feeds
 from npu_adapter.cli.outputs import OutputDirectory
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import UsageError
 
 __all__ = ["add_numerics_command"]
 
@@ -44,6 +44,13 @@ def _run_numerics(args):
     return EXIT_OK
 
 
+def _sinks(graph_def):
+    """The first output of every node nothing consumes (what a frozen model computes)."""
+    consumed = {i.lstrip("^").split(":")[0] for n in graph_def.node for i in n.input}
+    return [f"{n.name}:0" for n in graph_def.node
+            if n.name not in consumed and n.op not in ("NoOp", "Placeholder", "Assert", "Const")]
+
+
 def _numerics(args):
     from npu_adapter import model_io
     from npu_adapter.precision.numerics import find_numeric_issues
@@ -58,8 +65,10 @@ def _numerics(args):
                                 tags=args.tags.split(",") if args.tags else None)
     fetches = args.fetch or model.fetches or None
     if not fetches:
-        raise NpuConfigError("--fetch", None, "the tensors to compute (the model has no "
-                             "signature naming its outputs)")
+        sinks = _sinks(model.graph_def)
+        example = f", e.g. --fetch {' '.join(sinks[:3])}" if sinks else ""
+        raise UsageError(f"--fetch is needed: the model has no signature naming its outputs; "
+                         f"name the tensors to compute{example}")
     check_feeds(model.graph_def, list(fetches), feeds)
     feeds = {feed.tensor: feed.array for feed in feeds}
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"

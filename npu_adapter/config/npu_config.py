@@ -23,7 +23,7 @@ from npu_adapter.config.options import (
 from npu_adapter.config.parsers import check_int64, check_text
 from npu_adapter.config.rules import apply_rules
 from npu_adapter.config.warnings import warn_once
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, user_text
 
 __all__ = ["NPU_OPTIMIZER_NAME", "NpuConfig"]
 
@@ -181,7 +181,7 @@ def _warn_ignored_kind(spec, got):
     warn_once(("ignored-kind", spec.name),
               f"option {spec.name!r} is read only from the {KIND_FIELDS[spec.kind]} field "
               f"({spec.type_name}); the given {got} value is ignored and the default "
-              f"{spec.default!r} is used, as in the original")
+              f"{user_text(spec.default)} is used, as in the original")
 
 
 class NpuConfig:
@@ -244,7 +244,7 @@ class NpuConfig:
         explicit, passthrough = {}, {}
         for key, value in options.items():
             if not isinstance(key, str):
-                raise NpuConfigError(repr(key), value, "option names are strings")
+                raise NpuConfigError(user_text(key), value, "option names are strings")
             check_text("option name", key)
             if value is None:
                 continue  # NPURunConfig style: None means "not given"

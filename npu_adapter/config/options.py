@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from npu_adapter.config import files, parsers
 from npu_adapter.config.warnings import NpuAdapterWarning, user_stacklevel
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, user_text
 
 __all__ = [
     "CATEGORIES",
@@ -194,7 +194,7 @@ def _parses(parser):
 
 
 def _choice_text(values):
-    return "one of " + ", ".join(repr(v) for v in values)
+    return "one of " + ", ".join(user_text(v) for v in values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ _SPECS = [
     _opt("use_off_line", "b", True, _P, "false: the partition and data-preprocessing passes skip"),
     _opt("mix_compile_mode", "b", False, _P,
          "mixed computing: unsupported ops stay on the host, several GeOps per graph",
-         allowed="bool; True requires iterations_per_loop == 1", severity="E"),
+         allowed="true or false; true requires iterations_per_loop=1", severity="E"),
     _opt("iterations_per_loop", "i", 1, _P, "device-side loop count per session.run",
          allowed="an integer >= 1", severity="F", validator=_at_least(1)),
     # Read by the original like any other option (CANN's guide lists it among the options to be

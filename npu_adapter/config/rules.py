@@ -150,7 +150,7 @@ def check_compile_dynamic_mode(view):
     """
     if view.value("compile_dynamic_mode") and all(view.is_set(n) for n in DIMS_TRIO):
         raise _error(("compile_dynamic_mode", "input_shape", "dynamic_dims"), view,
-                     "compile_dynamic_mode cannot be True together with the dynamic dims "
+                     "compile_dynamic_mode cannot be true together with the dynamic dims "
                      "(input_shape/dynamic_dims/dynamic_node_type)")
 
 
@@ -166,7 +166,7 @@ def check_in_out_pair_needs_mix(view):
     docs/options.md)."""
     if view.value("in_out_pair") and not view.value("mix_compile_mode"):
         raise _error(("in_out_pair", "mix_compile_mode"), view,
-                     "mix_compile_mode must be True when use in_out_pair.")
+                     "mix_compile_mode must be true when use in_out_pair.")
 
 
 def check_mix_single_iteration(view):
@@ -175,7 +175,7 @@ def check_mix_single_iteration(view):
     """
     if view.value("mix_compile_mode") and view.value("iterations_per_loop") != 1:
         raise _error(("mix_compile_mode", "iterations_per_loop"), view,
-                     "iterations_per_loop must be 1 when mix_compile_mode is True")
+                     "iterations_per_loop must be 1 when mix_compile_mode is true")
 
 
 def check_lazy_recompile_iterations(view):
@@ -197,7 +197,7 @@ def check_variable_placement_host(view):
     """
     if view.value("variable_placement") == "Host" and not view.value("mix_compile_mode"):
         raise _error(("variable_placement", "mix_compile_mode"), view,
-                     "variable_placement 'Host' requires mix_compile_mode True")
+                     "variable_placement 'Host' requires mix_compile_mode=true")
 
 
 def _readable_writable_dir(option, path, detail=None):
@@ -232,7 +232,7 @@ def check_dump_exclusive(view):
     if view.value("enable_dump") and view.value("enable_dump_debug"):
         raise _error(("enable_dump", "enable_dump_debug"), view,
                      "at most one of enable_dump (data dump) and enable_dump_debug (overflow "
-                     "detection) can be True")
+                     "detection) can be true")
 
 
 def check_compress_weight(view):
