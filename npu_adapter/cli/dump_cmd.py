@@ -10,7 +10,7 @@ import sys
 
 from npu_adapter.cli.common import EXIT_OK, common_parent
 from npu_adapter.cli.outputs import OutputDirectory
-from npu_adapter.errors import float_text
+from npu_adapter.errors import UsageError, float_text
 
 __all__ = ["EXIT_DIVERGED", "add_dump_command"]
 
@@ -52,11 +52,41 @@ def _describe(entries):
     return list(groups.values())
 
 
-def _run_show(args):
+def _steps_text(entries):
+    steps = sorted({e.step for e in entries if e.step is not None})
+    return ", ".join(map(str, steps)) or "none (the files are not in iteration folders)"
+
+
+def _dump_entries(path):
+    """The dump files under ``path``; a one-line error when there is no such folder or no
+    dump in it."""
     from npu_adapter.datadump.reader import scan_dump_tree
 
-    entries = scan_dump_tree(args.dir)
+    if not os.path.exists(path):
+        raise UsageError(f"{path} does not exist")
+    if not os.path.isdir(path):
+        raise UsageError(f"{path} is a file: give the dump folder (dump_path, or a folder below "
+                         "it)")
+    entries = scan_dump_tree(path)
+    if not entries:
+        raise UsageError(f"{path} holds no dump files (enable_dump writes them under dump_path, "
+                         "as {time}/{device_id}/{model_name}/{model_id}/{iteration}/"
+                         "{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp})")
+    return entries
+
+
+def _check_steps(wanted, entries, where):
+    found = {e.step for e in entries}
+    missing = [step for step in wanted or () if step not in found]
+    if missing:
+        raise UsageError(f"--step {missing[0]}: {where} has no iteration {missing[0]}; "
+                         f"iterations found: {_steps_text(entries)}")
+
+
+def _run_show(args):
+    entries = _dump_entries(args.dir)
     if args.step is not None:
+        _check_steps(args.step, entries, args.dir)
         entries = [e for e in entries if e.step in set(args.step)]
     groups = _describe(entries)
     if args.json:
@@ -108,6 +138,13 @@ def _compare(args, work_dir):
     from npu_adapter.datadump.compare_html import render_comparison_html
     from npu_adapter.datadump.writer import write_atomic
 
+    golden, other = _dump_entries(args.golden), _dump_entries(args.other)
+    common = [e for e in golden if e.step in {o.step for o in other}]
+    if not common:
+        raise UsageError(f"{args.golden} and {args.other} have no iteration in common "
+                         f"(iterations found: {_steps_text(golden)} and {_steps_text(other)})")
+    _check_steps(args.step, golden, args.golden)
+    _check_steps(args.step, other, args.other)
     result = compare_dumps(args.golden, args.other, steps=args.step, min_cosine=args.min_cosine,
                            rtol=args.rtol, atol=args.atol)
     out = sys.stdout
