@@ -2,7 +2,7 @@
 progress and summary lines count (issue 33, CLI item 7)."""
 
 import pytest
-from cli_cases import dump_tree, reprs_in, run
+from cli_cases import dump_tree, image_model, reprs_in, run
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +41,51 @@ def test_dump_compare_without_common_iterations(dumps, tmp_path, capsys):
         f"{tmp_path} holds no dump files")
     assert _one_error(run(capsys, "dump", "compare", tmp_path / "missing", other)) == (
         f"{tmp_path / 'missing'} does not exist")
+
+
+# ---------------------------------------------------------------------------- usage errors
+
+
+@pytest.fixture
+def model(tmp_path):
+    return image_model(tmp_path)
+
+
+USAGE = {
+    ("inspect", "{model}", "--outt", "{out}"):
+        "npu-adapter inspect: error: unrecognized option --outt: did you mean --out? "
+        "(see npu-adapter inspect --help)",
+    ("inspect", "{model}"):
+        "npu-adapter inspect: error: the following arguments are required: --out "
+        "(see npu-adapter inspect --help)",
+    ("inspct", "{model}", "--out", "{out}"):
+        "npu-adapter: error: argument COMMAND: 'inspct' is not one of options, inspect, "
+        "convert, numerics, doctor, dump, launch: did you mean inspect? (see npu-adapter --help)",
+    ("convert", "{model}", "--out", "{out}.pb", "--to", "omm"):
+        "npu-adapter convert: error: argument --to: 'omm' is not one of pb, om, savedmodel: did "
+        "you mean om? (see npu-adapter convert --help)",
+    ("numerics", "{model}", "--fed", "input:0=x.npy", "--out", "{out}"):
+        "npu-adapter numerics: error: unrecognized option --fed: did you mean --feed? "
+        "(see npu-adapter numerics --help)",
+    ("dump", "show", "{out}", "--stpe", "1"):
+        "npu-adapter dump show: error: unrecognized option --stpe: did you mean --step? "
+        "(see npu-adapter dump show --help)",
+    ("launch", "train.py", "--lr", "0.1"):  # the script's own options are not looked at
+        "npu-adapter launch: error: the following arguments are required: -n/--nprocs "
+        "(see npu-adapter launch --help)",
+    ("options", "--check", "mix_compile_mode=true", "--jsn"):
+        "npu-adapter options: error: unrecognized option --jsn: did you mean --json? "
+        "(see npu-adapter options --help)",
+}
+
+
+@pytest.mark.parametrize("argv", sorted(USAGE))
+def test_usage_errors_are_one_line_with_the_near_miss(tmp_path, model, argv, capsys):
+    result = run(capsys, *(a.format(model=model, out=tmp_path / "out") for a in argv))
+    assert (result.code, result.err_lines, result.out) == (2, [USAGE[argv]], "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pb"]
+
+
+def test_abbreviations_still_work(tmp_path, model, capsys):
+    result = run(capsys, "inspect", model, "--ou", tmp_path / "out", "--quie")
+    assert result.code == 0, result.err

@@ -6,7 +6,6 @@ turns npu-adapter errors into a one-line message and exit code 2 (a traceback on
 ``--verbose``); anything else is a bug in npu-adapter and exits 1 as an "internal error".
 """
 
-import argparse
 import sys
 import traceback
 
@@ -27,6 +26,7 @@ from npu_adapter.cli.inspect_cmd import add_inspect_command
 from npu_adapter.cli.launch_cmd import add_launch_command
 from npu_adapter.cli.numerics_cmd import add_numerics_command
 from npu_adapter.cli.options_cmd import add_options_command
+from npu_adapter.cli.parser import CliParser
 from npu_adapter.errors import NpuAdapterError
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "build_parser", "main",
@@ -39,7 +39,7 @@ COMMANDS = [add_options_command, add_inspect_command, add_convert_command,
 
 def build_parser():
     """The argparse parser with every subcommand of :data:`COMMANDS`."""
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog=PROG, parents=[common_parent()],
         description="npu-adapter: TF Adapter (npu_bridge) front end for TensorFlow 2.x")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

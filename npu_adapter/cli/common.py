@@ -11,6 +11,7 @@ import json
 import re
 import sys
 
+from npu_adapter.cli.parser import CliParser
 from npu_adapter.config import OPTIONS_BY_NAME, NpuConfig
 from npu_adapter.config.options import suggest_option
 from npu_adapter.errors import NpuConfigError, UnknownOptionError, UsageError, excerpt
@@ -33,7 +34,7 @@ _FALSE = ("false", "0")
 
 def common_parent():
     # default=SUPPRESS so `--verbose` given before the subcommand is not reset by the sub-parser.
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = CliParser(add_help=False)
     parent.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="print a traceback on errors")
     return parent
