@@ -89,3 +89,28 @@ def test_usage_errors_are_one_line_with_the_near_miss(tmp_path, model, argv, cap
 def test_abbreviations_still_work(tmp_path, model, capsys):
     result = run(capsys, "inspect", model, "--ou", tmp_path / "out", "--quie")
     assert result.code == 0, result.err
+
+
+# ---------------------------------------------------------------------------- progress lines
+
+
+def test_progress_times_count_from_the_command_start(tmp_path):
+    """In a real process: the first line comes before TensorFlow is imported, and the last
+    says the whole command's time (it said 'done in 0.0 s' after seconds of import and load)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-m", "npu_adapter.cli", "inspect",
+                           image_model(tmp_path), "--out", tmp_path / "out", "--progress"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = [re.match(r"npu-adapter: \[ *([0-9.]+)s\] (.*)$", line).groups()
+             for line in proc.stderr.splitlines()]
+    assert lines[0] == ("0.0", "importing TensorFlow")
+    assert lines[1][1] == f"loading {tmp_path / 'model.pb'}" and float(lines[1][0]) > 0
+    at, last = lines[-1]
+    assert last == f"done in {at} s" and [m for _, m in lines].count(last) == 1
+    assert float(at) >= max(float(t) for t, _ in lines)

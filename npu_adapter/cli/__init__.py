@@ -71,6 +71,9 @@ def _kept(exc):
 
 def main(argv=None):
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    import time
+
+    started = time.monotonic()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -80,6 +83,7 @@ def main(argv=None):
     if handler is None:
         parser.print_help(sys.stderr)
         return EXIT_INVALID
+    args.started = started  # progress lines count from here (common.ProgressPrinter)
     verbose = getattr(args, "verbose", False)
     quiet.install(verbose=verbose)
     try:

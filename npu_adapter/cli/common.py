@@ -16,8 +16,8 @@ from npu_adapter.config import OPTIONS_BY_NAME, NpuConfig
 from npu_adapter.config.options import suggest_option
 from npu_adapter.errors import NpuConfigError, UnknownOptionError, UsageError, excerpt
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "common_parent",
-           "config_from_args", "option_values", "parse_option_value", "progress_printer", "warn"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "ProgressPrinter", "common_parent",
+           "config_from_args", "option_values", "parse_option_value", "warn"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -152,17 +152,34 @@ def config_from_args(args):
     return config.replace(**overrides) if overrides else config
 
 
-def progress_printer(enabled):
-    import time
+class ProgressPrinter:
+    """Progress lines on stderr, each with the time since the command started
+    (``npu-adapter: [   2.4s] loading model.pb``), and the closing ``done in`` line.
 
-    start = time.perf_counter()
+    ``started`` is the command's start (:func:`time.monotonic`; :func:`npu_adapter.cli.main`
+    records it before anything is imported), so the times include TensorFlow's import and the
+    model's load.
+    """
 
-    def report(message):
-        if enabled:
-            sys.stderr.write(f"{PROG}: [{time.perf_counter() - start:7.1f}s] {message}\n")
+    def __init__(self, enabled, started=None):
+        import time
+
+        self.enabled = enabled
+        self.started = time.monotonic() if started is None else started
+
+    def elapsed(self):
+        import time
+
+        return time.monotonic() - self.started
+
+    def __call__(self, message):
+        if self.enabled:
+            sys.stderr.write(f"{PROG}: [{self.elapsed():7.1f}s] {message}\n")
             sys.stderr.flush()
 
-    return report
+    def done(self):
+        """The last line: the whole command's time."""
+        self(f"done in {self.elapsed():.1f} s")
 
 
 def warn(message):

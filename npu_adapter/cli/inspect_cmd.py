@@ -6,9 +6,9 @@ import warnings
 from npu_adapter.cli.common import (
     EXIT_OK,
     PROG,
+    ProgressPrinter,
     common_parent,
     config_from_args,
-    progress_printer,
 )
 from npu_adapter.cli.outputs import OutputDirectory
 
@@ -19,17 +19,20 @@ def _run_inspect(args):
     # Written into a temporary sibling, created now (so --out is checked before any work) and
     # put in place only when complete: a run that fails half-way never leaves a tree in --out
     # that looks like a finished one.
+    show = args.progress or (sys.stderr.isatty() and not args.quiet)
+    say = ProgressPrinter(show and not args.quiet, getattr(args, "started", None))
     with OutputDirectory(args.out) as work_dir:
-        outcome = _inspect(args, work_dir)
+        outcome = _inspect(args, work_dir, say)
+    say.done()
     return _print_summary(args, outcome)
 
 
-def _inspect(args, work_dir):
+def _inspect(args, work_dir, say):
+    if "tensorflow" not in sys.modules:
+        say("importing TensorFlow")
     from npu_adapter import model_io
     from npu_adapter.report import dump_graphs
 
-    show = args.progress or (sys.stderr.isatty() and not args.quiet)
-    say = progress_printer(show and not args.quiet)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config = config_from_args(args)
@@ -48,7 +51,15 @@ def _inspect(args, work_dir):
                        targets=args.target, backend=backend, run_name=args.run_name,
                        html=not args.no_html, dot=not args.no_drawings,
                        tensorboard=not args.no_tensorboard, renderer=args.renderer,
-                       timings=args.timings, progress=say, model_name=model.name)
+                       timings=args.timings, progress=lambda message: _stage(say, message),
+                       model_name=model.name)
+
+
+def _stage(say, message):
+    # dump_graphs ends with its own "done in", timed from its start (after TensorFlow's import
+    # and the model's load); the command's own total (ProgressPrinter.done) replaces it.
+    if not message.startswith("done in "):
+        say(message)
 
 
 def _print_summary(args, outcome):
