@@ -1,6 +1,8 @@
 """What the CLI says when there is nothing to show, a typo or a missing argument, and what its
 progress and summary lines count (issue 33, CLI item 7)."""
 
+import pathlib
+
 import pytest
 from cli_cases import dump_tree, image_model, reprs_in, run
 
@@ -114,3 +116,65 @@ def test_progress_times_count_from_the_command_start(tmp_path):
     at, last = lines[-1]
     assert last == f"done in {at} s" and [m for _, m in lines].count(last) == 1
     assert float(at) >= max(float(t) for t, _ in lines)
+
+
+def _files_text(root):
+    files = [p for p in root.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    return f"{len(files):,} files ({size / 1024:.1f} KiB)" if size >= 1024 else \
+        f"{len(files):,} files ({size} B)"
+
+
+def _step_stats(label_size=0):
+    from tensorflow.core.framework import step_stats_pb2
+
+    stats = step_stats_pb2.StepStats()
+    node = stats.dev_stats.add(device="/cpu:0").node_stats.add(
+        node_name="a", all_start_micros=1, all_end_rel_micros=2, timeline_label="a = Abs(x)")
+    node.timeline_label += " " * label_size
+    return stats
+
+
+def test_profiling_progress_counts_the_files_on_disk(tmp_path):
+    """The progress line said '6 files (16.4 KiB)' with 14 files on disk: the aggregates and
+    the report were not counted."""
+    import io
+    import json
+
+    import tensorflow as tf
+
+    from npu_adapter.config import NpuConfig
+    from npu_adapter.profiling import SessionProfiler
+
+    stream = io.StringIO()
+    config = NpuConfig(profiling_mode=True, profiling_options=json.dumps({"output": str(
+        tmp_path), "training_trace": "on"}))
+    profiler = SessionProfiler(config, environ={}, stream=stream, progress_interval=1e-9)
+    for _ in range(3):
+        profiler.after_run(tf.compat.v1.RunMetadata(step_stats=_step_stats()))
+    profiler.close()
+    last = stream.getvalue().splitlines()[-1]
+    assert last.startswith(f"npu-adapter: profiling: {_files_text(tmp_path)}, steps 0-2 -> ")
+
+
+def test_profiling_progress_counts_aged_out_files(tmp_path):
+    import io
+
+    from npu_adapter.profiling.options import ProfilingOptions
+    from npu_adapter.profiling.profiler import ProfileWriter
+    from npu_adapter.profiling.settings import ProfilingSettings
+    from npu_adapter.profiling.trace import events_from_step_stats
+    from npu_adapter.progress import ProgressLog
+
+    stream = io.StringIO()
+    writer = ProfileWriter(ProfilingSettings(ProfilingOptions(output=str(tmp_path),
+                                                              storage_limit_mb=0.02),
+                                             "test", str(tmp_path)),
+                           progress=ProgressLog("profiling", "", 1e-9, stream))
+    stats = _step_stats(label_size=6000)
+    for step in range(8):
+        writer.add_step(step, events_from_step_stats(stats), stats, None)
+    writer.flush()
+    writer.progress.close()
+    assert not (pathlib.Path(writer.raw_dir) / "step_0.step_stats.pb").exists()
+    assert f"profiling: {_files_text(tmp_path)}, steps 0-7 (done)" in stream.getvalue()
