@@ -178,3 +178,51 @@ def test_profiling_progress_counts_aged_out_files(tmp_path):
     writer.progress.close()
     assert not (pathlib.Path(writer.raw_dir) / "step_0.step_stats.pb").exists()
     assert f"profiling: {_files_text(tmp_path)}, steps 0-7 (done)" in stream.getvalue()
+
+
+# ---------------------------------------------------------------------------- doctor
+
+
+def _doctor_lines(result):
+    return {line.split()[0]: line for line in result.out.splitlines()[1:]}
+
+
+def test_doctor_names_an_unknown_soc_and_the_known_ones(cann_fakes, capsys):
+    result = run(capsys, "doctor", "--option", "soc_config=Ascend91OB1")
+    assert result.code == 2 and result.err == ""
+    soc = _doctor_lines(result)["soc"]
+    assert soc.startswith("  soc            INVALID: Ascend91OB1 (soc_config option) is not a "
+                          "SoC version CANN knows; did you mean Ascend910B1? known: Ascend310, ")
+    assert "Ascend310P3" in soc and "Ascend910_9392" in soc
+    assert "NOT READY: invalid soc;" in result.out
+    result = run(capsys, "doctor", "--option", "soc_config=Ascend910B1")
+    assert result.code == 0 and "Ascend910B1 (soc_config option)" in result.out
+
+
+def test_the_toolkit_platform_files_are_the_soc_list(cann_fakes, tmp_path, monkeypatch, capsys):
+    platform = tmp_path / "toolkit" / "compiler" / "data" / "platform_config"
+    platform.mkdir(parents=True)
+    for name in ("Ascend310P3", "Ascend950"):
+        (platform / f"{name}.ini").write_text("[version]\n")
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path / "toolkit"))
+    result = run(capsys, "doctor", "--option", "soc_config=Ascend950")
+    assert "Ascend950 (soc_config option)" in _doctor_lines(result)["soc"]
+    model = image_model(tmp_path)
+    result = run(capsys, "convert", model, "--to", "om", "--soc-version", "Ascend910B1",
+                 "--out", tmp_path / "m.om")
+    assert _one_error(result) == (
+        "invalid value 'Ascend910B1' for option '--soc-version': a SoC version CANN knows "
+        f"(known: Ascend310P3, Ascend950 (from {platform}; the Name of `npu-smi info` prefixed "
+        "with 'Ascend'))")
+    assert not (tmp_path / "m.om").exists()
+
+
+def test_probe_device_does_not_send_the_user_to_doctor(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+    monkeypatch.setitem(sys.modules, "acl", None)  # no pyACL here (a test may have faked one)
+    result = run(capsys, "doctor", "--probe-device", "--option", "soc_config=Ascend310P3")
+    device = _doctor_lines(result)["device"]
+    assert device.startswith("  device         MISSING: pyACL (`import acl`) cannot be imported")
+    assert "doctor" not in device

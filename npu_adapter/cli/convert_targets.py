@@ -27,6 +27,7 @@ import warnings
 
 from npu_adapter.cli.common import EXIT_OK, PROG, config_from_args
 from npu_adapter.cli.outputs import OutputFile, make_sibling_directory
+from npu_adapter.cli.soc_versions import check_soc_version
 from npu_adapter.errors import GraphError, NpuConfigError
 
 __all__ = ["TARGETS", "FrozenModel", "add_target_arguments", "check_om_target",
@@ -234,6 +235,9 @@ def check_om_target(out, config, soc_version=None):
     atc = toolkit.require_atc()
     options = atc_options_from_config(config, soc_version=soc_version)
     require_soc(options.soc_version)
+    given_by = "--soc-version" if soc_version else \
+        "soc_config" if getattr(config, "soc_config", "") else "SOC_VERSION"
+    check_soc_version(options.soc_version, given_by, toolkit.home)
     return toolkit, atc, options
 
 
