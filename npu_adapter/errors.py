@@ -138,13 +138,15 @@ class UnknownOptionError(NpuConfigError):
     """An option name that is not an option (a typo, or an option of another tool).
 
     The message blames the key, not the value: ``option`` is the unknown name, ``value`` the
-    value given with it, ``allowed`` a hint (the closest option name, or where to look).
+    value given with it, ``allowed`` a hint (the closest option name, or where to look),
+    ``detail`` where it was given: ``unknown option 'mix_compile_mod' (did you mean
+    'mix_compile_mode'?), given with --option``.
     """
 
     def __init__(self, option, value, allowed, detail=None):
         super().__init__(option, value, allowed, detail)
-        where = f" ({detail})" if detail else ""
-        self.args = (f"unknown option {excerpt(option)}{where}: {allowed}",)
+        where = f", {detail}" if detail else ""
+        self.args = (f"unknown option {excerpt(option)} ({allowed}){where}",)
 
     def __str__(self):
         return self.args[0]

@@ -13,7 +13,7 @@ import sys
 
 from npu_adapter.cli.parser import CliParser
 from npu_adapter.config import OPTIONS_BY_NAME, NpuConfig
-from npu_adapter.config.options import suggest_option
+from npu_adapter.config.options import unknown_option_hint
 from npu_adapter.errors import NpuConfigError, UnknownOptionError, UsageError, excerpt
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "ProgressPrinter", "common_parent",
@@ -75,9 +75,7 @@ def _read_config_file(path, what):
 
 
 def _unknown_option_error(key, value, where):
-    match = suggest_option(key)
-    hint = f"did you mean {match!r}?" if match else "see `npu-adapter options` for the list"
-    return UnknownOptionError(key, value, hint, detail=where)
+    return UnknownOptionError(key, value, unknown_option_hint(key), detail=where)
 
 
 def _config_from_json(path):
