@@ -49,6 +49,10 @@ ERRORS = {
     "om suffix": ["convert", "{model}", "--to", "om", "--out", "{root}/o.pb"],
     "inspect out is a file": ["inspect", "{model}", "--out", "{root}/a_file", "-q"],
     "inspect backend": ["inspect", "{model}", "--out", "{root}/o", "--backend", "nope", "-q"],
+    # a path whose bytes are not UTF-8 (a str with surrogate escapes): an internal error once
+    "inspect out not UTF-8": ["inspect", "{model}", "--out", "{root}/o\udcff", "-q"],
+    "convert fetch not UTF-8": ["convert", "{model}", "--out", "{root}/o.pb", "--fetch",
+                                "out\udcff:0"],
     "numerics no feed": ["numerics", "{model}", "--fetch", "output:0", "--out", "{root}/o"],
     "numerics no fetch": ["numerics", "{model}", "--feed", "input:0={batch}", "--out",
                           "{root}/o"],
@@ -75,6 +79,15 @@ def test_every_error_is_one_line_without_python_reprs(inputs, name, capsys):
     assert len(result.err_lines) == 1 and result.err.startswith("npu-adapter"), result.err
     assert not reprs_in(result.err), result.err
     assert tree(inputs["root"]) == before
+
+
+def test_bytes_that_are_not_utf8_are_named(inputs, capsys):
+    result = run(capsys, "inspect", inputs["model"], "--out", inputs["root"] + "/o\udcff", "-q")
+    assert result.err_lines == [
+        f"npu-adapter inspect: error: invalid value '{inputs['root']}/o\\udcff' for option "
+        "'--out': text that is valid UTF-8 ('\\udcff' at offset "
+        f"{len(inputs['root']) + 2} stands for bytes that are not UTF-8, e.g. in a command-line "
+        "argument or a file name) (see npu-adapter inspect --help)"]
 
 
 def test_combinations_show_each_value(capsys):

@@ -43,7 +43,30 @@ class CliParser(argparse.ArgumentParser):
         namespace, extras = super().parse_known_args(args, namespace)
         if extras and not self._has_commands:
             self.error("unrecognized arguments: " + " ".join(extras))
+        self._check_text(namespace)
         return namespace, extras
+
+    def _check_text(self, namespace):
+        """Every argument is text that encodes as UTF-8: a path or name given as bytes that are
+        not UTF-8 (a str with surrogate escapes) would fail where it is written into a report
+        or a graph, after the work. The arguments of the command ``launch`` starts are its
+        own."""
+        from npu_adapter.config.parsers import check_text
+        from npu_adapter.errors import NpuConfigError
+
+        for action in self._actions:
+            if action.nargs == argparse.REMAINDER:
+                continue
+            value = getattr(namespace, action.dest, None)
+            values = value if isinstance(value, list) else [value]
+            flag = action.option_strings[-1] if action.option_strings else \
+                (action.metavar or action.dest)
+            for text in values:
+                if isinstance(text, str):
+                    try:
+                        check_text(flag, text)
+                    except NpuConfigError as exc:
+                        self.error(str(exc))
 
     def _unknown_options(self):
         """``[(token, near miss or None)]`` for the given options this parser does not know
