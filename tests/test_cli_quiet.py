@@ -77,3 +77,15 @@ def test_an_explicit_log_level_wins(files):
     proc = _cli(files["root"], "options", "--check", "mix_compile_mode=true",
                 env={"TF_CPP_MIN_LOG_LEVEL": "0"})
     assert proc.returncode == 0 and INFO_LINE.search(proc.stderr), proc.stderr
+
+
+def test_main_leaves_no_import_hook_behind(tmp_path):
+    """A Python caller of main() that had not imported TensorFlow imports it as usual after."""
+    code = ("import sys; from npu_adapter.cli import main; from npu_adapter.cli import quiet; "
+            f"main(['dump', 'show', {str(tmp_path)!r}]); "
+            "assert 'tensorflow' not in sys.modules; "
+            "sys.exit(any(type(f).__module__ == quiet.__name__ for f in sys.meta_path))")
+    proc = subprocess.run([sys.executable, "-c", code], env=USER_ENV, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith(f"npu-adapter: error: {tmp_path} holds no dump files")

@@ -109,3 +109,5 @@ def main(argv=None):
         sys.stderr.write(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
                          f"(run with --verbose for a traceback){_kept(exc)}\n")
         return EXIT_ERROR
+    finally:
+        quiet.uninstall()  # a caller of main() in its own process imports TensorFlow as usual

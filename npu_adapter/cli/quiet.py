@@ -18,7 +18,7 @@ import importlib.util
 import os
 import sys
 
-__all__ = ["DEFAULT_LOG_LEVEL", "LOG_LEVEL_ENV", "install", "quiet_stderr"]
+__all__ = ["DEFAULT_LOG_LEVEL", "LOG_LEVEL_ENV", "install", "quiet_stderr", "uninstall"]
 
 LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
 DEFAULT_LOG_LEVEL = "3"
@@ -103,6 +103,11 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
 
 def _remove_hooks():
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietFinder)]
+
+
+def uninstall():
+    """Remove the hook :func:`install` put in place, if TensorFlow was not imported since."""
+    _remove_hooks()
 
 
 def install(default_level=DEFAULT_LOG_LEVEL, verbose=False):
