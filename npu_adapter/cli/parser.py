@@ -5,7 +5,9 @@ argparse prints a usage block of a dozen lines before each error, reports a miss
 (``--outt``) as a missing required one, and (before Python 3.14) suggests nothing.
 :class:`CliParser` prints one line instead, ``npu-adapter inspect: error: ...``, naming the
 unknown option first with its near miss (``did you mean --out?``, from
-:func:`difflib.get_close_matches`) and pointing at ``--help``.
+:func:`difflib.get_close_matches`) and pointing at ``--help``. It also refuses, the same way, an
+argument whose bytes are not UTF-8, which would otherwise fail only when written into a report
+after the work.
 """
 
 import argparse
