@@ -283,12 +283,15 @@ def check_option_files(view):
     to GE, which fails at the first compilation; we check them when the options are read, after
     the rules about which options go together, so a combination error is reported first.
     """
-    from npu_adapter.precision.customize import load_customize_dtypes
-    from npu_adapter.precision.mixlist import load_mixlist
-
+    # Imported only when a file is named: npu_adapter.precision imports TensorFlow, which
+    # reading other options (npu-adapter options --check, doctor) does not need.
     if view.value("modify_mixlist"):
+        from npu_adapter.precision.mixlist import load_mixlist
+
         load_mixlist(view.value("modify_mixlist"))
     if view.value("customize_dtypes"):
+        from npu_adapter.precision.customize import load_customize_dtypes
+
         load_customize_dtypes(view.value("customize_dtypes"))
 
 
