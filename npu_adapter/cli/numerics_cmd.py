@@ -53,7 +53,6 @@ def _sinks(graph_def):
 
 def _numerics(args):
     from npu_adapter import model_io
-    from npu_adapter.precision.numerics import find_numeric_issues
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -71,6 +70,8 @@ def _numerics(args):
                          f"name the tensors to compute{example}")
     check_feeds(model.graph_def, list(fetches), feeds)
     feeds = {feed.tensor: feed.array for feed in feeds}
+    from npu_adapter.precision.numerics import find_numeric_issues
+
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"
     report = find_numeric_issues(model.graph_def, config, feeds=feeds, fetches=list(fetches),
                                  max_relative_error=args.max_relative_error,
