@@ -112,7 +112,8 @@ def main(argv=None):
                                          "in_out_pair_flag": False})):
         npu_scores, layout = run(config(**options))
         plain_scores, _ = run(without_npu_optimizer(config(**options)))
-        print(f"{title}: clusters {layout}")
+        clusters = ", ".join(f"{name} ({size} nodes)" for name, size in layout or ())
+        print(f"{title}: clusters {clusters or 'none'}")
         ok &= compare([npu_scores], [plain_scores])
     return 0 if ok else 1
 

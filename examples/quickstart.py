@@ -75,8 +75,8 @@ def main():
 
     print("clusters:")
     for cluster in report.clusters:
-        print(f"  {cluster.name}: {cluster.size} ops, inputs {list(cluster.inputs)}, "
-              f"outputs {list(cluster.outputs)}")
+        print(f"  {cluster.name}: {cluster.size} ops, inputs {', '.join(cluster.inputs)}; "
+              f"outputs {', '.join(cluster.outputs)}")
     print("placement (device, reason: count):")
     for (device, reason), count in report.reasons():
         print(f"  {device:4s} {reason}: {count}")

@@ -70,7 +70,8 @@ def render_build():
     for test in sorted((ROOT / "tests").glob("test_*.py")):
         rel = test.relative_to(ROOT).as_posix()
         data = ('["tests/conftest.py", "tests/graph_cases.py", "tests/cann_fakes.py", '
-                '"tests/dump_wire.py", "tests/npu_cpu_helpers.py", "tests/xla_worker.py"]'
+                '"tests/cli_cases.py", "tests/dump_wire.py", "tests/npu_cpu_helpers.py", '
+                '"tests/xla_worker.py"]'
                 ' + glob(["tests/fakes/**/*.py", "tests/data/*"])')
         if test.stem.startswith("test_distributed_"):
             data += ' + glob(["tests/ranks/*.py"])'  # the rank scripts those tests launch

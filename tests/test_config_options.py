@@ -70,12 +70,12 @@ DOCUMENTED_DEFAULTS = {
     "npu_adapter_backend": "cpu",
     "npu_adapter_isolate_clusters": False, "npu_adapter_reuse_sessions": True,
     "npu_adapter_emulate_precision": "off",
-    "npu_adapter_compile_cache_max_mb": 10240,
+    "npu_adapter_compile_cache_max_mb": 10240, "npu_adapter_strict_options": False,
 }
 
 SPEC_KINDS = {
     "b": {"npu_adapter_isolate_clusters", "npu_adapter_reuse_sessions",
-          "use_off_line",
+          "npu_adapter_strict_options", "use_off_line",
           "mix_compile_mode",
           "enable_data_pre_proc", "lower_functional_ops",
           "in_out_pair_flag", "frozen_variable", "dynamic_input", "compile_dynamic_mode",

@@ -232,7 +232,7 @@ def test_other_exceptions_become_a_chained_pass_error():
     assert err.pass_name == "boom"
     assert err.previous_passes == ["add_node"]
     assert err.cause is cause and err.__cause__ is cause
-    assert "pass 'boom' failed after passes ['add_node']" in str(err)
+    assert "pass 'boom' failed (passes run before it: add_node)" in str(err)
     assert "KeyError" in str(err) and "node_17" in str(err)
 
 

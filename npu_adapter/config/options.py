@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from npu_adapter.config import files, parsers
 from npu_adapter.config.warnings import NpuAdapterWarning, user_stacklevel
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, user_text
 
 __all__ = [
     "CATEGORIES",
@@ -30,10 +30,14 @@ __all__ = [
     "OUR_PREFIX",
     "PROFILING_DEFAULT_OPTIONS",
     "OptionSpec",
+    "STRICT_OPTIONS_ENV",
     "suggest_option",
+    "unknown_option_hint",
 ]
 
 OUR_PREFIX = "npu_adapter_"
+STRICT_OPTIONS_ENV = "NPU_ADAPTER_STRICT_OPTIONS"
+"""Environment variable: 1 makes unknown option keys errors in every session of the process."""
 
 KIND_NAMES = {"b": "bool", "i": "int", "s": "str", "f": "float"}
 """Option kind → Python type name."""
@@ -190,7 +194,7 @@ def _parses(parser):
 
 
 def _choice_text(values):
-    return "one of " + ", ".join(repr(v) for v in values)
+    return "one of " + ", ".join(user_text(v) for v in values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,7 +228,7 @@ _SPECS = [
     _opt("use_off_line", "b", True, _P, "false: the partition and data-preprocessing passes skip"),
     _opt("mix_compile_mode", "b", False, _P,
          "mixed computing: unsupported ops stay on the host, several GeOps per graph",
-         allowed="bool; True requires iterations_per_loop == 1", severity="E"),
+         allowed="true or false; true requires iterations_per_loop=1", severity="E"),
     _opt("iterations_per_loop", "i", 1, _P, "device-side loop count per session.run",
          allowed="an integer >= 1", severity="F", validator=_at_least(1)),
     # Read by the original like any other option (CANN's guide lists it among the options to be
@@ -467,6 +471,9 @@ _SPECS = [
          "size bound of the graph_compiler_cache_dir entries of a backend, in MiB (least "
          "recently used entries are removed); 0 = unbounded",
          allowed="an integer >= 0", validator=_at_least(0), ours=True, stamped=False),
+    _opt(OUR_PREFIX + "strict_options", "b", False, "npu_adapter",
+         "true: an unknown option key is an error (NpuConfigError) instead of a warning, as on "
+         "the command line (also env NPU_ADAPTER_STRICT_OPTIONS=1)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "backend", "s", "cpu", "npu_adapter",
          "backend that runs the clusters (cpu, xla, cann or a registered one)",
          allowed="a registered backend name", validator=_check_backend,
@@ -493,6 +500,13 @@ OPTION_SPECS = tuple(sorted(_SPECS, key=lambda spec: spec.name))
 OPTIONS_BY_NAME = {spec.name: spec for spec in OPTION_SPECS}
 """Option name → :class:`OptionSpec`."""
 
+
+
+def unknown_option_hint(name):
+    """What to say about an unknown option ``name``, the same in a warning and in an error:
+    ``did you mean 'mix_compile_mode'?``, else where the list is."""
+    match = suggest_option(name)
+    return f"did you mean {match!r}?" if match else "see `npu-adapter options` for the list"
 
 
 def suggest_option(name):

@@ -263,7 +263,8 @@ def validate_dims_trio(input_shape, dynamic_dims, dynamic_node_type):
             raise NpuConfigError(
                 "input_shape", name,
                 "input_shape order must follow the alphabetical order of the real input names",
-                detail=f"{name!r} comes after {previous!r}; expected order {sorted(names)}")
+                detail=f"{name!r} comes after {previous!r}; expected order "
+                       f"{', '.join(sorted(names))}")
     dynamic_count = sum(dim == -1 for _, dims in inputs for dim in dims)
     if dynamic_count == 0:
         raise NpuConfigError("input_shape", _text("input_shape", input_shape),

@@ -152,7 +152,7 @@ def check_compile_dynamic_mode(view):
     """
     if view.value("compile_dynamic_mode") and all(view.is_set(n) for n in DIMS_TRIO):
         raise _error(("compile_dynamic_mode", "input_shape", "dynamic_dims"), view,
-                     "compile_dynamic_mode cannot be True together with the dynamic dims "
+                     "compile_dynamic_mode cannot be true together with the dynamic dims "
                      "(input_shape/dynamic_dims/dynamic_node_type)")
 
 
@@ -168,7 +168,7 @@ def check_in_out_pair_needs_mix(view):
     docs/options.md)."""
     if view.value("in_out_pair") and not view.value("mix_compile_mode"):
         raise _error(("in_out_pair", "mix_compile_mode"), view,
-                     "mix_compile_mode must be True when use in_out_pair.")
+                     "mix_compile_mode must be true when use in_out_pair.")
 
 
 def check_mix_single_iteration(view):
@@ -177,7 +177,7 @@ def check_mix_single_iteration(view):
     """
     if view.value("mix_compile_mode") and view.value("iterations_per_loop") != 1:
         raise _error(("mix_compile_mode", "iterations_per_loop"), view,
-                     "iterations_per_loop must be 1 when mix_compile_mode is True")
+                     "iterations_per_loop must be 1 when mix_compile_mode is true")
 
 
 def check_lazy_recompile_iterations(view):
@@ -199,7 +199,7 @@ def check_variable_placement_host(view):
     """
     if view.value("variable_placement") == "Host" and not view.value("mix_compile_mode"):
         raise _error(("variable_placement", "mix_compile_mode"), view,
-                     "variable_placement 'Host' requires mix_compile_mode True")
+                     "variable_placement 'Host' requires mix_compile_mode=true")
 
 
 def _readable_writable_dir(option, path, detail=None):
@@ -234,7 +234,7 @@ def check_dump_exclusive(view):
     if view.value("enable_dump") and view.value("enable_dump_debug"):
         raise _error(("enable_dump", "enable_dump_debug"), view,
                      "at most one of enable_dump (data dump) and enable_dump_debug (overflow "
-                     "detection) can be True")
+                     "detection) can be true")
 
 
 def check_compress_weight(view):
@@ -285,12 +285,15 @@ def check_option_files(view):
     to GE, which fails at the first compilation; we check them when the options are read, after
     the rules about which options go together, so a combination error is reported first.
     """
-    from npu_adapter.precision.customize import load_customize_dtypes
-    from npu_adapter.precision.mixlist import load_mixlist
-
+    # Imported only when a file is named: npu_adapter.precision imports TensorFlow, which
+    # reading other options (npu-adapter options --check, doctor) does not need.
     if view.value("modify_mixlist"):
+        from npu_adapter.precision.mixlist import load_mixlist
+
         load_mixlist(view.value("modify_mixlist"))
     if view.value("customize_dtypes"):
+        from npu_adapter.precision.customize import load_customize_dtypes
+
         load_customize_dtypes(view.value("customize_dtypes"))
 
 

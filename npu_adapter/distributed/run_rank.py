@@ -13,6 +13,7 @@ import os
 import runpy
 import sys
 
+from npu_adapter.cli import quiet
 from npu_adapter.distributed import environment
 from npu_adapter.distributed.errors import DistributedError, RankFailureError
 
@@ -65,6 +66,9 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] == "-m" and len(argv) < 2):
         return _usage()
+    # The rank's first `import tensorflow` does not print TensorFlow's start-up lines (unless
+    # the user asks for them with TF_CPP_MIN_LOG_LEVEL=0), as the npu-adapter commands do.
+    quiet.install()
     try:
         environment.current()
     except DistributedError as exc:

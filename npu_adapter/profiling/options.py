@@ -40,7 +40,7 @@ import json
 import re
 
 from npu_adapter.config.warnings import warn_once
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, user_text
 
 __all__ = ["AIC_METRICS", "FREQUENCIES", "LEGACY_SWITCHES", "ProfilingOptions",
            "normalize_profiling_options", "parse_profiling_options"]
@@ -90,7 +90,7 @@ class ProfilingOptions:
 
 
 def _error(text, key, value, allowed):
-    return NpuConfigError(OPTION, text, allowed, detail=f"key {key!r} is {value!r}")
+    return NpuConfigError(OPTION, text, allowed, detail=f"key {key!r} is {user_text(value)}")
 
 
 def _string(text, key, value):

@@ -76,6 +76,11 @@ def _shape(shape):
     return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
 
 
+def _gear_text(gear):
+    """One gear as ``input:0 (1,16,16,3), mask:0 (1,16)``: each input with its shape."""
+    return ", ".join(f"{name} ({','.join(str(d) for d in dims)})" for name, dims in gear)
+
+
 def _q_link(text, query, title=None):
     title_attr = f' title="{_e(title)}"' if title else ""
     return f'<a href="#nodes" class="q" data-q="{_e(query)}"{title_attr}>{_e(text)}</a>'
@@ -192,7 +197,7 @@ def _clusters(report, cluster_svgs):
         ops = ", ".join(f'{_e(o["op"])} ×{o["count"]}' for o in c["op_types"][:6])
         if len(c["op_types"]) > 6:
             ops += ", …"
-        gears = "; ".join(",".join(str(d) for d in g) for g in c["gears"]) or "–"
+        gears = "; ".join(_gear_text(g) for g in c["gears"]) or "–"
         rows.append(
             f'<tr><td data-k="{k}">{swatch}<a href="#cluster-{_e(c["name"])}">'
             f'{_e(c["name"])}</a></td>'
