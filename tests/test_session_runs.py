@@ -178,3 +178,73 @@ def test_runs_racing_a_close_get_tensorflows_error_not_a_crash():
         for thread in threads:
             thread.join(timeout=60)
         assert len(errors) == 4 and all("closed Session" in str(e) for e in errors)
+
+
+def test_partial_run_misuse_gets_tensorflows_errors():
+    graph = tf.Graph()
+    with graph.as_default():
+        a = tf1.placeholder(tf.float32, [], name="a")
+        b = tf1.placeholder(tf.float32, [], name="b")
+        c = tf.multiply(a, 2.0, name="c")
+        d = tf.add(c, b, name="d")
+        e = tf.identity(d, name="e")
+    for cls in (PlainSession, NpuSession):
+        with cls(graph=graph, config=npu_config()) as sess:
+            handle = sess.partial_run_setup([c, d], [a, b])
+            misuses = [("not specified in partial_run_setup", handle, e, {a: 1.0}),
+                       ("feed", handle, c, {"e:0": 1.0}),
+                       ("", "no such handle", c, {a: 1.0})]
+            for message, run_handle, fetch, feeds in misuses:
+                with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+                    sess.partial_run(run_handle, fetch, feeds)
+
+
+def test_a_placeholder_with_default_fed_in_one_run_and_not_in_the_next():
+    """A MonitoredTrainingSession's training step feeds it, an evaluation does not: each run
+    gets what plain TensorFlow gives."""
+    import npu_adapter
+
+    def losses(config):
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf1.placeholder_with_default(tf.ones([4, 3]), [None, 3])
+            w = tf1.get_variable("w", [3, 1], initializer=tf1.ones_initializer())
+            loss = tf.reduce_mean(tf.matmul(x, w))
+            step = tf1.train.get_or_create_global_step()
+            train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+            with tf1.train.MonitoredTrainingSession(config=config) as sess:
+                return [sess.run([loss, train], {x: np.full((2, 3), 2.0, np.float32)})[0],
+                        sess.run(loss),
+                        sess.run(loss, {x: np.full((2, 3), 3.0, np.float32)})]
+
+    was = npu_adapter.session.is_installed()
+    npu_adapter.install()
+    try:
+        assert losses(npu_config()) == losses(tf1.ConfigProto())
+    finally:
+        if not was:
+            npu_adapter.uninstall()
+
+
+def test_a_random_op_keeps_one_sequence_across_signatures():
+    """Plain TensorFlow keeps one state per random kernel in a session, whatever the fetches:
+    a run of ``upd`` continues the sequence a run of ``r`` started."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            v = tf1.get_variable("v", initializer=0.0, use_resource=True)
+            r = tf.multiply(2.0, tf.random.normal([4], seed=5), name="r")
+            upd = tf1.assign_add(v, tf.reduce_mean(r), name="upd")
+            init = tf1.global_variables_initializer()
+        return graph, r, upd, init, v
+
+    seen = {}
+    for cls in (PlainSession, NpuSession):
+        graph, r, upd, init, v = build()
+        with cls(graph=graph, config=npu_config()) as sess:
+            sess.run(init)
+            first = sess.run(r)
+            sess.run(upd)
+            seen[cls] = (first, sess.run(v), sess.run(r))
+    for plain, npu in zip(seen[PlainSession], seen[NpuSession]):
+        assert np.asarray(plain).tobytes() == np.asarray(npu).tobytes()
