@@ -64,6 +64,32 @@ def _check_input(graph_def, view):
         raise GraphInvariantError([str(v) for v in violations], context="input graph")
 
 
+def _check_gear_inputs(view, config):
+    """The whole-graph gear inputs ``input_shape`` names are in the user's graph: graph inputs
+    (``dynamic_node_type=1``) or its one ``IteratorGetNext`` (``0``). Checked before the run
+    signature's client graph is cut out: a signature that does not read them (a variable's
+    initialiser) simply has no gears."""
+    trio = config.dims_trio() if getattr(config, "present", True) else None
+    if trio is None:
+        return
+    if trio.node_type == 1:
+        inputs = ("Placeholder", "PlaceholderWithDefault")
+        for name, _ in trio.inputs:
+            i = view.index.get(name)
+            if i is None or view.ops[i] not in inputs:
+                placeholders = sorted(view.nodes[j].name for j, op in enumerate(view.ops)
+                                      if op in inputs)
+                raise RewriteError(
+                    f"input_shape names {name!r}, which is not a Placeholder of the graph "
+                    f"(dynamic_node_type=1); placeholders: {', '.join(placeholders) or 'none'}",
+                    code="InvalidArgument", node=name)
+    else:
+        count = sum(1 for op in view.ops if op == "IteratorGetNext")
+        if count != 1:
+            raise RewriteError(f"dynamic_node_type=0 needs exactly one IteratorGetNext, the "
+                               f"graph has {count}", code="InvalidArgument")
+
+
 def _record_absent_attrs(graph_def, view):
     """Let the passes skip their walks for the rare attributes no node of ``graph_def``
     carries (``PREFILTERED_ATTRS``, see GraphView.record_absent_attrs). Serializing costs about
@@ -232,6 +258,7 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
             view = view.rebind(graph_def)
     user_view = view
     _check_input(graph_def, view)
+    _check_gear_inputs(view, npu_config)
     feed_map = {}
     if fetches or targets:
         # Lower ports of partly fetched multi-output nodes are fetched too, so the alias that

@@ -90,9 +90,13 @@ def _whole_graph_plans(view, config, geops):
         for name, _ in trio.inputs:
             name = stand_ins.get(f"{name}:0", name)
             i = view.index.get(name)
-            if i is None and clustered.get(name) == "PlaceholderWithDefault":
-                # Not fed in this run: it computes its default inside the cluster, whose shape
-                # is static; like the original (gears are the GeOp's arguments), no gear.
+            if i is None and (clustered.get(name) == "PlaceholderWithDefault" or
+                              name not in clustered):
+                # Not fed in this run: a placeholder_with_default computes its default inside
+                # the cluster, whose shape is static; like the original (gears are the GeOp's
+                # arguments), no gear. A run that does not read the input at all (a
+                # variable's initialiser) has none either. (rewrite() checks that the name is
+                # a graph input of the user's graph.)
                 tensors.append(None)
                 continue
             if i is None or view.ops[i] not in _GRAPH_INPUT_OPS:
@@ -105,6 +109,8 @@ def _whole_graph_plans(view, config, geops):
             tensors.append(f"{name}:0")
     else:
         getnext = [i for i, op in enumerate(view.ops) if op == "IteratorGetNext"]
+        if not getnext:
+            return []  # a run that reads no dataset (rewrite() checks the user's graph has one)
         if len(getnext) != 1:
             raise RewriteError(
                 f"dynamic_node_type=0 needs exactly one IteratorGetNext, the graph has "

@@ -458,3 +458,71 @@ def test_gears_fed_by_a_dataset_without_feed_dict():
         values = [sess.run("out:0") for _ in range(3)]
     want = np.square(np.arange(24, dtype=np.float32).reshape(12, 2)).sum(axis=1)
     np.testing.assert_array_equal(np.concatenate(values), want)
+
+
+@pytest.mark.parametrize("node_type", [1, 0], ids=["placeholder", "dataset"])
+def test_a_graph_with_variables_runs_every_signature_with_gears(node_type):
+    """Gears belong to the runs that read the gear input: the initialiser, a read of a variable
+    and a checkpoint run as usual, and the step matches plain TensorFlow."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            if node_type == 1:
+                x = tf1.placeholder(tf.float32, [None, 4], name="x")
+            else:
+                data = tf.data.Dataset.from_tensor_slices(
+                    np.arange(40, dtype=np.float32).reshape(10, 4)).batch(4).repeat()
+                x = tf1.data.make_one_shot_iterator(data).get_next(name="batch")
+            v = tf1.get_variable("v", initializer=np.ones(4, np.float32), use_resource=False)
+            y = tf.reduce_sum(x * v, name="y")
+            with tf.control_dependencies([y]):  # read, then update: no race
+                step = tf1.assign_add(v, tf.reduce_mean(x, 0), name="step")
+            init = tf1.global_variables_initializer()
+        return graph, y, step, init, v
+
+    name = "x" if node_type == 1 else "batch"
+    config = NpuConfig.from_dict({"input_shape": f"{name}:-1,4", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": node_type}).to_config_proto()
+    feeds = [{"x:0": np.full((rows, 4), k, np.float32)} for k, rows in enumerate((2, 4, 2))] \
+        if node_type == 1 else [None] * 3
+    seen = {}
+    for cls in (plain_session_class(), NpuSession):
+        graph, y, step, init, v = build()
+        with cls(graph=graph, config=config) as sess:
+            sess.run(init)
+            seen[cls] = [sess.run([y, step], feed)[0] for feed in feeds] + [sess.run(v)]
+    for plain, npu in zip(*seen.values()):
+        assert np.asarray(plain).tobytes() == np.asarray(npu).tobytes()
+
+
+def test_a_random_op_keeps_one_sequence_across_gears():
+    """Batches 2, 4, 2, 4 through gears 2;4 draw from one random kernel, as in a plain
+    session."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf1.placeholder(tf.float32, [None, 3], name="x")
+            tf.identity(x + tf.random.uniform(tf.shape(x), seed=7), name="y")
+        return graph
+
+    config = NpuConfig.from_dict({"input_shape": "x:-1,3", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 1}).to_config_proto()
+    seen = {}
+    for cls in (plain_session_class(), NpuSession):
+        with cls(graph=build(), config=config) as sess:
+            seen[cls] = [sess.run("y:0", {"x:0": np.zeros((rows, 3), np.float32)})
+                         for rows in (2, 4, 2, 4)]
+    for plain, npu in zip(*seen.values()):
+        assert plain.tobytes() == npu.tobytes()
+
+
+def test_input_shape_naming_no_graph_input_is_refused():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 4], name="x")
+        tf.identity(x * 2.0, name="y")
+    config = NpuConfig.from_dict({"input_shape": "nope:-1,4", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 1}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess, \
+            pytest.raises(tf.errors.InvalidArgumentError, match="input_shape names 'nope'"):
+        sess.run("y:0", {"x:0": np.zeros((2, 4), np.float32)})

@@ -137,6 +137,44 @@ def _user_error(error, user_graph):
     return type(error)(error.node_def, op, message)
 
 
+def _maps(result, names):
+    """Where the signature ``names`` is in ``result``'s graph: its fetches and targets under the
+    user's names (the rewrite keeps them valid: ``RewriteResult.aliases``), its feeds where the
+    fed tensors stand."""
+    present = {node.name for node in result.graph_def.node}
+
+    def tensor(name):
+        return name if name.rpartition(":")[0] in present else result.tensor_map[name]
+
+    return {"fetches": {t: tensor(t) for t in names.tensors},
+            "targets": {o: o if o in present else result.op_map[o] for o in names.ops},
+            "feeds": {f: result.feed_map.get(f, f) for f in names.feeds}}
+
+
+def _add_cluster_stats(run_metadata, result):
+    """Name in a traced run's step stats the clusters it executed, as a profile of the
+    original shows its GeOps: one entry per cluster whose members ran (from the first member's
+    start to the last one's end), unless the cluster ran as a node of its own."""
+    membership = result.membership()
+    owner = {member: cluster for cluster, members in membership.items() for member in members}
+    for device in run_metadata.step_stats.dev_stats:
+        names = {n.node_name for n in device.node_stats}
+        spans = {}
+        for node in device.node_stats:
+            cluster = owner.get(node.node_name)
+            if cluster is None or cluster in names:
+                continue
+            start = node.all_start_micros
+            end = start + node.all_end_rel_micros
+            first, last = spans.get(cluster, (start, end))
+            spans[cluster] = (min(first, start), max(last, end))
+        for cluster, (start, end) in sorted(spans.items()):
+            stats = device.node_stats.add(node_name=cluster, all_start_micros=start,
+                                          all_end_rel_micros=end - start,
+                                          op_end_rel_micros=end - start)
+            stats.timeline_label = f"{cluster} = GeOp()"
+
+
 def _inner_config(config):
     """The ``ConfigProto`` of the runner's TensorFlow session: the user's, with Grappler on
     graphs of any size unless the user chose ``min_graph_nodes``. Grappler skips graphs under 4
@@ -263,6 +301,8 @@ class SessionRunner:
             _user_names(run_metadata)
         if profiling:
             self.profiler.after_run(run_metadata, iterations=plan.signature.iterations)
+        if run_metadata is not None and plan.signature.result is not None:
+            _add_cluster_stats(run_metadata, plan.signature.result)
         if plan.system_op is not None:
             self._system_op_ran(plan.system_op)
         return values
@@ -377,9 +417,7 @@ class SessionRunner:
         except RewriteError as exc:
             error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
             raise error_cls(None, None, str(exc)) from exc
-        maps = {"fetches": {t: result.tensor_map.get(t, t) for t in names.tensors},
-                "targets": {o: result.op_map.get(o, o) for o in names.ops},
-                "feeds": {f: result.feed_map.get(f, f) for f in names.feeds}}
+        maps = _maps(result, names)
         if loop_target(names.ops, config) is not None:
             iterations = int(config.iterations_per_loop)
             installed = install_loop(execution_graph, self._instrumented(result.graph_def),
@@ -397,7 +435,7 @@ class SessionRunner:
         if self.dump is None and self.backend.inlines_calls_at_install:
             clusters = {c.name for c in result.clusters}
             graph_def = inline_calls(graph_def, lambda call, fdef: call.name in clusters,
-                                     body_names=True).graph_def
+                                     body_names=True, direct_results=True).graph_def
         return graph_def
 
     def _instrumented(self, graph_def):
@@ -423,12 +461,7 @@ class SessionRunner:
             program = self._program(signature)
             result = signature.result
             graph_def = self._installable(program.variant_graph(variant.key), result)
-            names = signature.names
-            return self.execution_graph.install(
-                graph_def,
-                fetches={t: result.tensor_map.get(t, t) for t in names.tensors},
-                targets={o: result.op_map.get(o, o) for o in names.ops},
-                feeds={f: result.feed_map.get(f, f) for f in names.feeds})
+            return self.execution_graph.install(graph_def, **_maps(result, signature.names))
 
         return signature.variant(variant.key, install)
 

@@ -6,39 +6,26 @@ report and the cluster layout are the ones the user gets on the NPU; then every 
 lowered to a ``StatefulPartitionedCall`` of the cluster's FunctionDef. The result is a plain
 TensorFlow graph that computes the same numbers as the original graph, bit for bit.
 
-State stays with the TensorFlow session, so a variable has one value whether a run is rewritten or
-not: the ops that own state (variables, queues, tables: :func:`is_state_owner`) and every op with
-a ref input or output (TF1 ``VariableV2`` and its ``Assign``/``Apply*``/``Scatter*`` updates)
-run in the outer graph under their own names (:meth:`CpuReferenceBackend.outside_cluster_reason`);
-resource handles enter the cluster functions as arguments, so resource reads and updates run
-inside, and values cross to and from the ref ops as ordinary arguments and results. The placement
-report still shows these ops where the original puts them (in the cluster) and says where they run
-here. Graph inputs (``Placeholder``) stay on the host: the session feeds them, as the original
-sees fed tensors as ``_Arg`` nodes.
+As in the original, a training step is one cluster, its variables included: a TF1 ``VariableV2``
+and the ops on its ref edges (``Assign``, ``Apply*``, ``Scatter*``) run inside the cluster
+function, where ref edges are allowed (only a function's arguments and results cannot be refs).
+State stays the session's: a state owner (variable, queue, table: :func:`is_state_owner`) finds
+its state by its ``shared_name``, which the session sets to the user's node name when it is empty
+(``npu_adapter.session.execution_graph.name_private_state``), so the copy in a cluster and the
+user's node are one state. A ``OneShotIterator`` refuses a ``shared_name``: it runs in the outer
+graph under its own name (:meth:`CpuReferenceBackend.outside_cluster_reason`). Graph inputs
+(``Placeholder``) stay on the host: the session feeds them, as the original sees fed tensors as
+``_Arg`` nodes.
 """
 
 from npu_adapter.backends.base import Backend
+from npu_adapter.graph.state import is_state_owner, name_state_of_copies
 from npu_adapter.vocabulary import GEOP_OP
 
 __all__ = ["CpuReferenceBackend", "lower_to_function_calls", "is_state_owner"]
 
-_RESOURCE = 20  # types_pb2.DT_RESOURCE
-
-
-def is_state_owner(op_def):
-    """An op that owns state living across session runs: variables, queues, iterators, tables,
-    mutexes, accumulators.
-
-    They are exactly the stateful ops that hand out a ref or a resource *and* take a
-    ``shared_name`` attr (the resource is looked up in the session's resource manager).
-    Per-step resources such as ``TensorArrayV3`` or ``StackV2`` have no ``shared_name`` and may
-    live inside a cluster function.
-    """
-    if op_def is None or not op_def.is_stateful:
-        return False
-    if not any(attr.name == "shared_name" for attr in op_def.attr):
-        return False
-    return any(arg.is_ref or arg.type == _RESOURCE for arg in op_def.output_arg)
+# State owners whose state a copy cannot share by name: they refuse a shared_name.
+_UNNAMED_STATE = frozenset({"OneShotIterator"})
 
 
 def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolate=False,
@@ -130,28 +117,20 @@ class CpuReferenceBackend(Backend):
 
     def outside_cluster_reason(self, node_def, op_def):
         """Why cluster member ``node_def`` runs in the outer graph here (a reason code), or None
-        when it runs inside its cluster's function.
-
-        Decided by the op type alone (the passes ask once per op type of a graph, with
-        ``node_def=None``): an op with a ref input
-        or output cannot be in a TensorFlow function (``ref_edge_cpu_reference``); an op that
-        owns session state hands its resource handle to the function as an argument
-        (``resource_handle_cpu_reference``), so the state stays the session's.
-        """
+        when it runs inside its cluster's function: only a state owner whose state a copy
+        cannot find by name (``OneShotIterator``), decided by the op type alone (the passes ask
+        once per op type of a graph, with ``node_def=None``)."""
         del node_def
-        if op_def is None:
-            return None
-        if any(arg.is_ref for arg in op_def.input_arg) or \
-                any(arg.is_ref for arg in op_def.output_arg):
-            return "ref_edge_cpu_reference"
-        if is_state_owner(op_def):
+        if op_def is not None and op_def.name in _UNNAMED_STATE:
             return "resource_handle_cpu_reference"
         return None
 
     def lower(self, graph_def, clusters, ctx):
         config = ctx.get_config() if ctx is not None else None
         isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
-        return lower_to_function_calls(graph_def, isolate=isolate, ctx=ctx)
+        # (Always a new graph here: lower_to_function_calls copies, or owns its input.)
+        return name_state_of_copies(lower_to_function_calls(graph_def, isolate=isolate,
+                                                            ctx=ctx))
 
     def available(self):
         return True, "runs anywhere TensorFlow runs"
