@@ -248,3 +248,53 @@ def test_a_random_op_keeps_one_sequence_across_signatures():
             seen[cls] = (first, sess.run(v), sess.run(r))
     for plain, npu in zip(seen[PlainSession], seen[NpuSession]):
         assert np.asarray(plain).tobytes() == np.asarray(npu).tobytes()
+
+
+@pytest.mark.parametrize("options", [{}, {"mix_compile_mode": True}], ids=["full", "mix"])
+def test_a_step_with_tf1_conditionals_and_moving_averages_runs_with_plain_values(options):
+    """PointNet-style batch norm: ``tf.cond(is_training, ...)`` around the moving averages of
+    ``ExponentialMovingAverage``, whose slots start from a TF1 conditional ("is the variable
+    initialised?"), TF1 ref variables and Adam, as under ``disable_v2_behavior``: no dead
+    branch's tensor becomes a value."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(1)
+            x = tf1.placeholder(tf.float32, [8, 16], name="x")
+            training = tf1.placeholder(tf.bool, [], name="training")
+            h = tf.matmul(x, tf1.get_variable("w", [16, 32]))
+            mean, var = tf.nn.moments(h, [0], name="moments")
+            ema = tf1.train.ExponentialMovingAverage(decay=0.9)
+
+            def update():
+                with tf.control_dependencies([ema.apply([mean, var])]):
+                    return tf.identity(mean), tf.identity(var)
+
+            m, v = tf1.cond(training, update, lambda: (ema.average(mean), ema.average(var)))
+            beta = tf1.get_variable("beta", [32], initializer=tf1.zeros_initializer())
+            gamma = tf1.get_variable("gamma", [32], initializer=tf1.ones_initializer())
+            h = tf.nn.batch_normalization(h, m, v, beta, gamma, 1e-3)
+            loss = tf.reduce_mean(tf.square(tf.nn.relu(h)), name="loss")
+            train = tf1.train.AdamOptimizer(0.01).minimize(loss)
+            init = tf1.global_variables_initializer()
+        return graph, x, training, loss, train, init
+
+    was_v2, was_resource = tf1.control_flow_v2_enabled(), tf1.resource_variables_enabled()
+    tf1.disable_control_flow_v2()
+    tf1.disable_resource_variables()
+    try:
+        xs = np.random.RandomState(0).randn(8, 16).astype(np.float32)
+        losses = {}
+        for cls in (PlainSession, NpuSession):
+            graph, x, training, loss, train, init = build()
+            with cls(graph=graph, config=npu_config(**options)) as sess:
+                sess.run(init)
+                losses[cls] = [sess.run([loss, train], {x: xs, training: True})[0]
+                               for _ in range(3)] + [sess.run(loss, {x: xs, training: False})]
+    finally:
+        if was_v2:
+            tf1.enable_control_flow_v2()
+        if was_resource:
+            tf1.enable_resource_variables()
+    assert [a.tobytes() for a in losses[PlainSession]] == \
+        [b.tobytes() for b in losses[NpuSession]]

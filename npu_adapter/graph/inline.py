@@ -94,9 +94,11 @@ def _flag(attrs, key):
     return value is not None and value.b
 
 
-def inlinable(call, fdef):
+def inlinable(call, fdef, body_names=False):
     """Whether the call node ``call`` of FunctionDef ``fdef`` may be inlined (see the module
-    docstring for what is left alone)."""
+    docstring for what is left alone). TF1 control flow is inlined only under ``body_names``:
+    a cluster holds a whole loop or cond (they are never split), so its frames come back under
+    the user's own names, as the user's graph had them."""
     if call.op not in CALL_OPS or any(_flag(call.attr, k) for k in _COMPILED_ATTRS):
         return False
     if any(_flag(fdef.attr, k) for k in _COMPILED_ATTRS):
@@ -107,7 +109,7 @@ def inlinable(call, fdef):
         return False
     if sum(1 for t in call.input if not t.startswith("^")) != len(signature.input_arg):
         return False
-    return not any(node.op in _FRAME_OPS for node in fdef.node_def)
+    return body_names or not any(node.op in _FRAME_OPS for node in fdef.node_def)
 
 
 class _Body:
@@ -299,7 +301,8 @@ def inline_calls(graph_def, select=None, *, body_names=False, direct_results=Fal
         if node.op not in CALL_OPS:
             continue
         fdef = library.get(node.attr["f"].func.name)
-        if fdef is None or not inlinable(node, fdef) or (select and not select(node, fdef)):
+        if fdef is None or not inlinable(node, fdef, body_names) or \
+                (select and not select(node, fdef)):
             continue
         if taken is None:
             taken = {n.name for n in graph_def.node}
