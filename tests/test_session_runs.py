@@ -298,3 +298,42 @@ def test_a_step_with_tf1_conditionals_and_moving_averages_runs_with_plain_values
             tf1.enable_resource_variables()
     assert [a.tobytes() for a in losses[PlainSession]] == \
         [b.tobytes() for b in losses[NpuSession]]
+
+
+def test_fetch_and_feed_forms_tensorflow_takes():
+    """IndexedSlices fetched by their parts (no shape check), a tuple of tensors as one feed key,
+    a registered fetch conversion (get_variable's lazy regularization losses), a graph that is
+    no tf.Graph: each as TensorFlow's session does it."""
+    def runs(cls):
+        graph = tf.Graph()
+        with graph.as_default():
+            slices = tf.IndexedSlices(tf.constant([1.0, 2.0]),
+                                      tf.constant([[3, 2, 0], [4, 5, 1]], tf.int64))
+            z = (tf.zeros([2]), (tf.zeros([2]),))
+            doubled = z[1][0] * 2
+            tf1.get_variable("w", [2], initializer=tf1.ones_initializer(),
+                             regularizer=lambda w: tf.reduce_sum(w) * 0.5)
+            losses = tf1.get_collection(tf1.GraphKeys.REGULARIZATION_LOSSES)
+            init = tf1.global_variables_initializer()
+        with cls(graph=graph, config=npu_config()) as sess:
+            sess.run(init)
+            return (sess.run(slices).values.tolist(),
+                    sess.run(doubled, {z: (np.ones(2), (np.full(2, 3.0),))}).tolist(),
+                    [float(v) for v in sess.run(losses)])
+
+    assert runs(NpuSession) == runs(PlainSession) == ([1.0, 2.0], [6.0, 6.0], [1.0])
+    for cls in (PlainSession, NpuSession):
+        with pytest.raises(TypeError, match="must be a tf.Graph"):
+            cls(graph=37, config=npu_config())
+
+
+def test_an_op_error_keeps_tensorflows_traceback():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None], name="x")
+        tf.debugging.check_numerics(x, "bad value", name="checked")
+    with NpuSession(graph=graph, config=npu_config()) as sess, \
+            pytest.raises(tf.errors.InvalidArgumentError, match="bad value") as error:
+        sess.run("checked:0", {x: [np.nan]})
+    frames = [frame.name for frame in error.traceback]
+    assert "_do_call" in frames  # TensorFlow's own frames, where the error was raised
