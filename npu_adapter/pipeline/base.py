@@ -1,14 +1,13 @@
 """What a pass is: ``PassBase``, ``PassResult`` and the ``PassContext`` it runs in.
 
-A pass has a unique snake_case ``name``, typed options given to its constructor, and a
-``run(graph_def, ctx) -> PassResult`` that is deterministic and never mutates its input, with one
-exception: when ``ctx.may_edit(graph_def)`` says the running pipeline owns the input (an
-intermediate graph nobody else holds), the pass may edit it in place and return it, instead of
-editing a copy (see :meth:`PassContext.may_edit`). Dumps, timing and invariant checks are
-instruments around passes (``npu_adapter.pipeline.instruments``), never code inside them. State
-that later passes need travels in the GraphDef itself (node attributes such as ``_subgraphs``, as
-in the original TF Adapter), so every pass can run on its own on a GraphDef that carries those
-attributes."""
+The pass contract (docs/architecture.md, "The pass contract"): a pass is a pure function of
+(GraphDef, PassContext). It never mutates its input; it returns a new GraphDef, or the input
+object itself when it changes nothing. What a later pass needs travels in the graph (node
+attributes such as ``_npu_adapter_placement`` and the original's ``_subgraphs``), so every pass
+also runs on its own on any GraphDef that carries them. The context holds only read-only inputs.
+Dumps, timing and invariant checks are instruments around passes
+(``npu_adapter.pipeline.instruments``), never code inside them.
+"""
 
 import collections
 import dataclasses
@@ -192,6 +191,17 @@ class PassBase:
     Subclasses set ``name`` (unique, snake_case) and ``options`` (dict option name →
     :class:`PassOption`), and implement :meth:`run`. Construct with keyword options; unknown
     options and values of the wrong type raise ``ValueError`` showing a correct call.
+
+    The contract every pass follows (docs/architecture.md, "The pass contract"):
+
+    * ``run(graph_def, ctx)`` is a pure function of its arguments: it never mutates
+      ``graph_def`` (nor the context), and returns ``PassResult(out, modified, info)`` where
+      ``out`` is a new GraphDef, or ``graph_def`` itself when nothing changes.
+    * What a later pass needs travels in ``out`` (node attributes, function bodies), never in
+      the context, in ``info`` or in a cache: a pass reads its input graph and nothing else
+      besides the context's read-only inputs.
+    * A pass may index its input (``GraphView(graph_def)``) for itself; the index dies with it.
+    * Same input, same context: byte-identical output.
     """
 
     name: typing.ClassVar[str] = ""
