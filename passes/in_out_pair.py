@@ -23,11 +23,12 @@ do, because a function cannot hold part of a while loop or cond (documented devi
 import warnings
 
 from npu_adapter.errors import RewriteError
+from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.registry import register_pass
 
 from . import _rules
-from ._common import publish_placements, read_placements
+from ._common import read_placements, write_placements
 
 __all__ = ["InOutPairPass", "in_out_pair_region", "InOutPairWarning"]
 
@@ -78,7 +79,7 @@ class InOutPairPass(PassBase):
         text = config.in_out_pair or ""
         if not text:
             return PassResult(graph_def, False, {"active": False})
-        view = ctx.graph_view(graph_def)
+        view = GraphView(graph_def)
         if not config.mix_compile_mode:
             raise RewriteError("mix_compile_mode must be True when use in_out_pair.",
                                code="Internal")
@@ -137,7 +138,7 @@ class InOutPairPass(PassBase):
                                                  "skipped_entries": skipped_entries})
         self._apply_group_rules(view, ctx, candidate, reasons)
         previous = read_placements(view)
-        out, modified = publish_placements(ctx, view, graph_def, candidate, reasons)
+        out, modified = write_placements(graph_def, candidate, reasons)
         return PassResult(out, modified, {
             "active": True,
             "fallback": False,

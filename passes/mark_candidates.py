@@ -25,11 +25,12 @@ Rules, in the original's order:
 from tensorflow.core.framework import types_pb2
 
 from npu_adapter.graph.types import REF_OFFSET, base_type, may_have_dtype, rules_out_dtypes
+from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.registry import register_pass
 
 from . import _rules
-from ._common import publish_placements
+from ._common import write_placements
 
 __all__ = ["MarkCandidatesPass"]
 
@@ -178,9 +179,9 @@ class MarkCandidatesPass(PassBase):
     gated = True
 
     def run(self, graph_def, ctx):
-        view = ctx.graph_view(graph_def)
+        view = GraphView(graph_def)
         candidate, reasons, _ = compute_candidates(view, ctx)
-        out, modified = publish_placements(ctx, view, graph_def, candidate, reasons)
+        out, modified = write_placements(graph_def, candidate, reasons)
         return PassResult(out, modified, {
             "candidates": sum(candidate),
             "host": len(candidate) - sum(candidate),
