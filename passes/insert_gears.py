@@ -34,6 +34,7 @@ from npu_adapter.errors import RewriteError
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.functions import graph_to_function_def, pin_arg_shapes, rename_function
 from npu_adapter.graph.names import parse_input
+from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.gears import GearTable, gear_table_from_trio, parse_subgraph_gears
 from npu_adapter.pipeline.registry import register_pass
@@ -353,23 +354,15 @@ class InsertGearsPass(PassBase):
         config = ctx.get_config()
         # Cheap checks first: most graphs have no gears, and indexing a big graph costs.
         functions = {f.signature.name: f for f in graph_def.library.function}
-        nodes = graph_def.node
-        cluster_functions = [nodes[i].attr["function"].func.name
-                             for i, op in enumerate(ctx.node_ops(graph_def)) if op == GEOP_OP]
+        cluster_functions = [node.attr["function"].func.name for node in graph_def.node
+                             if node.op == GEOP_OP]
         if not cluster_functions:
             return PassResult(graph_def, False, {"clusters": 0})
-        # Which bodies carry a subgraph_multi_dims_scope shape: known from encapsulate (the
-        # scoped_functions fact covers the functions of the body_names fact), else read.
-        facts = ctx.known_facts(graph_def) or {}
-        described = facts.get("body_names", {}) if "scoped_functions" in facts else {}
-        has_scopes = any(
-            name in facts["scoped_functions"] if name in described
-            else any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr
-                     for body in functions[name].node_def)
-            for name in cluster_functions)
+        has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr
+                         for name in cluster_functions for body in functions[name].node_def)
         if config.dims_trio() is None and not has_scopes:
             return PassResult(graph_def, False, {"clusters": 0})
-        view = ctx.graph_view(graph_def)
+        view = GraphView(graph_def)
         geops = [i for i, op in enumerate(view.ops) if op == GEOP_OP]
         if config.dims_trio() is not None:
             if has_scopes:

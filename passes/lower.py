@@ -20,11 +20,10 @@ class LowerPass(PassBase):
     name = "lower"
 
     def run(self, graph_def, ctx):
-        ops = ctx.node_ops(graph_def)
-        if GEOP_OP not in ops:
+        count = sum(node.op == GEOP_OP for node in graph_def.node)
+        if not count:
             return PassResult(graph_def, False, {"clusters": 0})
         backend = ctx.get_backend()
-        count = ops.count(GEOP_OP)
-        clusters = clusters_from_graph(graph_def, ops) if backend.lower_reads_clusters else None
+        clusters = clusters_from_graph(graph_def) if backend.lower_reads_clusters else None
         out = backend.lower(graph_def, clusters, ctx)
         return PassResult(out, True, {"backend": backend.name, "clusters": count})
