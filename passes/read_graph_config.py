@@ -14,6 +14,7 @@
 """
 
 from npu_adapter.graph.names import parse_input
+from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
@@ -82,7 +83,7 @@ class ReadGraphConfigPass(PassBase):
     gated = True
 
     def run(self, graph_def, ctx):
-        view = ctx.graph_view(graph_def)
+        view = GraphView(graph_def)
         graph_config = read_graph_config(view, ctx.get_config())
         out, expanded = _expand_unary_compositions(graph_def, view)
         return PassResult(out, expanded > 0, {

@@ -291,9 +291,9 @@ class PassBase:
         """Run the pass alone: requires → run → result type check → ensures."""
         ctx = ctx if ctx is not None else PassContext()
         if self.gated:
-            from npu_adapter.pipeline.graph_config import read_graph_config
+            from npu_adapter.pipeline.graph_config import gate_reason
 
-            reason = read_graph_config(ctx.graph_view(graph_def), ctx.get_config()).skip_reason
+            reason = gate_reason(graph_def, ctx.get_config())
             if reason is not None:
                 return PassResult(graph_def, False, {"skipped": reason})
         self.requires(graph_def, ctx)
