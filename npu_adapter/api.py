@@ -21,18 +21,11 @@ from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassContext
 from npu_adapter.pipeline.instruments import (
     CaptureInstrument,
-    FactsInstrument,
     InputUnchangedInstrument,
     TimingInstrument,
     VerifyInstrument,
 )
-from npu_adapter.pipeline.result import (
-    PlacementParts,
-    RewriteResult,
-    clusters_from_graph,
-    placement_from_graph,
-)
-from npu_adapter.vocabulary import PREFILTERED_ATTRS
+from npu_adapter.pipeline.result import RewriteResult, clusters_from_graph, placement_from_graph
 
 __all__ = ["rewrite", "as_npu_config"]
 
@@ -63,17 +56,6 @@ def _check_input(graph_def, view):
                            code="Unimplemented", node=cycles[0].node)
     if violations:
         raise GraphInvariantError([str(v) for v in violations], context="input graph")
-
-
-def _record_absent_attrs(graph_def, view):
-    """Let the passes skip their walks for the rare attributes no node of ``graph_def``
-    carries (``PREFILTERED_ATTRS``, see GraphView.record_absent_attrs). Serializing costs about
-    as much as two such walks, so it is done when the graph's own nodes outnumber those of its
-    library (the passes walk the former, the bytes hold both)."""
-    if view.graph_def is not graph_def:
-        return
-    if sum(len(f.node_def) for f in graph_def.library.function) <= len(view.ops):
-        view.record_absent_attrs(graph_def.SerializeToString(), PREFILTERED_ATTRS)
 
 
 def _names(values, what, example):
@@ -212,53 +194,47 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
              op_support, instruments, use_cache, lazy_weights, derive):
     import npu_adapter.passes as passes_pkg
     from npu_adapter.backends import get_backend
+    from npu_adapter.pipeline.dump_instruments import rewrite_dump_instruments
 
+    # Validate: the arguments, then the graph.
     if not isinstance(graph_def, graph_pb2.GraphDef):
         raise TypeError(f"graph_def must be a GraphDef, got {type(graph_def).__name__}")
     npu_config = as_npu_config(config)
     backend_obj = get_backend(backend) if isinstance(backend, str) else backend
-    from npu_adapter.pipeline.dump_instruments import rewrite_dump_instruments
-
     dump_option = "dump_dir" if dump_dir else "npu_adapter_dump_dir"
     dump_dir = dump_dir or getattr(npu_config, "npu_adapter_dump_dir", "") or None
     if dump_dir:
         _check_dump_dir(os.fspath(dump_dir), dump_option)
     dump_instruments = rewrite_dump_instruments(dump_dir, graph_num)
-    user_graph, payloads = graph_def, None
     fetches = [normalize_tensor_name(f, "fetch")
                for f in _names(fetches, "fetches", "logits:0")]
     targets = [t[1:] if t.startswith("^") else t for t in _names(targets, "targets", "train_op")]
     feeds = _names(feeds, "feeds", "input:0")
+    user_graph, payloads = graph_def, None
+    # Whether anybody looks at the intermediate graphs (dumps, instruments). When nobody does,
+    # the passes run without the large constants' data (see graph/payload.py), which is put
+    # back into the final graph (with lazy_weights, when the result's graph_def is first read).
+    watched = bool(dump_instruments or instruments)
+    if not watched:
+        graph_def, payloads = strip_payloads(graph_def)
     view = GraphView(graph_def)
-    # Whether the constants' sizes are looked at and large data set aside: then the graph the
-    # passes see is light enough to serialize for the attribute prefilter below.
-    weights_looked_at = not dump_instruments and not instruments
-    if weights_looked_at:
-        # Nobody looks at the intermediate graphs: the passes run without the constants' data
-        # (see graph/payload.py), which is put back into the final graph below (with
-        # lazy_weights, when the result's graph_def is first read). Dumps and instruments see
-        # the full graphs. The light graph differs from the user's in attribute values only, so
-        # the view is shared.
-        graph_def, payloads = strip_payloads(graph_def, view=view)
-        if payloads is not None:
-            view = view.rebind(graph_def)
-    user_view = view
     _check_input(graph_def, view)
-    feed_map = {}
+
+    # Extract the client graph of the run signature.
+    user_view, feed_map = view, {}
     if fetches or targets:
         # Lower ports of partly fetched multi-output nodes are fetched too, so the alias that
         # keeps the node's name (see keep_user_names below) has a value for each port.
         client = extract_client_graph(graph_def, complete_fetch_ports(fetches), targets, feeds,
                                       view=view)
-        work = client.graph_def
-        feed_map = dict(client.feeds)
-        view = client.view
+        work, feed_map, view = client.graph_def, dict(client.feeds), client.view
+    elif feeds:
+        raise GraphError("feeds need fetches or targets (the run signature)")
     else:
-        if feeds:
-            raise GraphError("feeds need fetches or targets (the run signature)")
         work = graph_def
+
     cache_key = disk = None
-    if use_cache and not dump_instruments and not instruments:
+    if use_cache and not watched:
         from npu_adapter.pipeline import rewrite_cache
 
         cache_key = rewrite_cache.rewrite_key(
@@ -283,67 +259,54 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
             else:
                 result.graph_def = payloads.restore(light)
             return result
-    if view is None:
-        view = GraphView(work)  # (the first pass would index it)
-    if weights_looked_at:
-        _record_absent_attrs(work, view)
+
+    # Run the pipeline.
     ctx = PassContext(config=npu_config, backend=backend_obj,
                       fetches=tuple(complete_fetch_ports(fetches)),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),
                       op_support=op_support)
-    ctx.register_view(work, view)
     timing = TimingInstrument()
     checks = []
     if os.environ.get("NPU_ADAPTER_CHECK_PASSES", "") not in ("", "0"):
         # Debug aid (always on in our tests): verify the graph after every pass and fail any
         # pass that mutates its input or misreports `modified`.
-        checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument(),
-                  FactsInstrument()]
+        checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument()]
     # Placement is read from the graph entering `encapsulate`: every node still carries its
     # annotation there (encapsulate drops them from the graph it writes).
     capture = CaptureInstrument(["encapsulate"], stage="before")
-    all_instruments = [timing, capture, *checks, *instruments, *dump_instruments]
-    manager = passes_pkg.PassManager.from_pipeline(pipeline or passes_pkg.DEFAULT_PIPELINE,
-                                                   all_instruments)
-    # An extracted client graph is this call's own copy: the first pass may annotate it in
-    # place (see PassContext.may_edit).
-    outcome = manager.run(work, ctx, owned=work is not graph_def)
+    manager = passes_pkg.PassManager.from_pipeline(
+        pipeline or passes_pkg.DEFAULT_PIPELINE,
+        [timing, capture, *checks, *instruments, *dump_instruments])
+    outcome = manager.run(work, ctx)
+
+    # Describe the result.
     final = outcome.graph_def
-    light = None
     lazy = lazy_weights and payloads is not None
+    light = None
     if cache_key is not None and not lazy:
         light = type(final)()
         light.CopyFrom(final)  # the restore below fills the weights in place
     if payloads is not None and not lazy:
-        payloads.restore(final)
-    annotated = capture.graphs.get("encapsulate", final)
-    skip_reason = None
-    for _, result in outcome.results:
-        if "skipped" in result.info:
-            skip_reason = result.info["skipped"]
-            break
-    client_names = list(view.names) if view is not None and view.graph_def is work \
-        else [n.name for n in work.node]
-    report_fetches = fetches or _sink_fetches(GraphView(work))[0]
-    placement = placement_parts = None
-    annotated_view = ctx.cached_view(annotated) if annotated is not final else None
-    if annotated_view is not None and annotated_view.names == client_names:
-        # The dict is built when the result's placement is first read (sessions never do).
-        placement_parts = PlacementParts.from_view(annotated_view)
-    if placement_parts is None:
-        placement = placement_from_graph(annotated, client_names)
-    clusters = clusters_from_graph(final, ctx.node_ops(final),
-                                   (ctx.known_facts(final) or {}).get("body_names"))
-    present = set(ctx.node_names(final))
+        payloads.restore(final)  # (a graph of this call's: the light input or the passes')
+    work_view = view if view is not None and view.graph_def is work else None
+    client_names = work_view.names if work_view is not None else [n.name for n in work.node]
+    report_fetches = fetches or _sink_fetches(work_view or GraphView(work))[0]
+    clusters = clusters_from_graph(final)
+    present = {node.name for node in final.node}
     tensor_map = _tensor_map(present, clusters, report_fetches, feed_map)
     # The whole op map is built when it is first read; the aliases need the targets' only.
     target_ops = _op_map(present, clusters, targets, targets) if targets else {}
     # The user's fetched, fed and target names stay valid in the rewritten graph (aliases).
+    annotated = capture.graphs.get("encapsulate", final)
+    placement = None
+    if annotated is final:  # (no encapsulate ran: read it before the aliases are added)
+        placement = placement_from_graph(annotated, client_names)
     final, aliases = keep_user_names(final, graph_def, fetches=report_fetches,
                                      feed_map=feed_map, targets=targets, tensor_map=tensor_map,
                                      op_map=target_ops, present=present, user_view=user_view,
+                                     # (a graph the passes made that no instrument saw)
                                      in_place=final is not work and final is not graph_def
-                                     and final is not user_graph)
+                                     and final is not user_graph and not instruments)
     if light is not None and aliases:
         # The cached light copy was taken before the aliases were added: give it the same nodes.
         light.node.extend(node for node in final.node if node.name in aliases)
@@ -354,16 +317,20 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         # (A light final graph compares with the light input, their weights being the same.)
         modified=final is not user_graph and final is not graph_def
         and final != (graph_def if lazy else user_graph),
-        skip_reason=skip_reason,
+        skip_reason=next((r.info["skipped"] for _, r in outcome.results
+                          if "skipped" in r.info), None),
         tensor_map=tensor_map,
         feed_map=feed_map,
         pipeline=manager.pipeline_text(),
         timings=list(timing.timings),
-        pass_info={name: result.info for name, result in outcome.results},
+        pass_info={name: r.info for name, r in outcome.results},
         aliases=aliases,
     )
-    if placement_parts is not None:
-        result.with_lazy_placement(placement_parts)
+    if placement is None:
+        # Built when first read (sessions never read it) from the annotated graph, which no
+        # pass or instrument changes.
+        result.with_lazy_placement(functools.partial(placement_from_graph, annotated,
+                                                     client_names))
     result.with_lazy_op_map(functools.partial(_op_map, frozenset(present), clusters,
                                               client_names, targets))
     if lazy:
@@ -378,3 +345,4 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         if disk is not None:
             disk.put(cache_key, light, result)
     return result
+

@@ -509,7 +509,7 @@ class ClusterPass(PassBase):
 
     def run(self, graph_def, ctx):
         view = GraphView(graph_def)
-        config = ctx.get_config()
+        config = ctx.config
         graph_config = read_graph_config(view, config)
         candidate, reasons = read_placements(view)
         initially_candidate = list(candidate)  # (the clustering below moves some to the host)
@@ -569,9 +569,9 @@ class ClusterPass(PassBase):
                 names[i] = name
         copies = {}
         if names and mix and config.variable_placement != "Host" and \
-                not ctx.get_backend().keeps_state_on_host:
+                not ctx.backend.keeps_state_on_host:
             copies = variable_copies(view, names)
-        outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
+        outside = outside_members(view, names, ctx.backend, groups) if names else {}
         out_nodes = list(out.node)  # a plain list: indexing the repeated field costs more
         if stale:  # a stale earlier clustering
             for node in out_nodes:

@@ -167,7 +167,7 @@ class EncapsulatePass(PassBase):
         existing_functions = set(view.functions)
         for name in clusters:
             _check_free_name(view, name, cluster_of, existing_functions)
-        config = ctx.get_config()
+        config = ctx.config
         graph_config = read_graph_config(view, config)
         mix = bool(config.mix_compile_mode)
         self._place_variable_copies(view, ctx, clusters, cluster_of, outside, copied_into)
@@ -279,7 +279,7 @@ class EncapsulatePass(PassBase):
         the session graph already holds the user's weights, and a copy inside every cluster
         function would double the graph's memory and slow the first run). The Const stays a
         member of its cluster in the report. Returns the set of hoisted node indices."""
-        threshold = getattr(ctx.get_backend(), "hoist_constants_bytes", None)
+        threshold = getattr(ctx.backend, "hoist_constants_bytes", None)
         hoisted = set()
         if not threshold:
             return hoisted
@@ -338,7 +338,7 @@ class EncapsulatePass(PassBase):
             if i in cluster_of:
                 runs_outside = i in outside
             else:  # a host variable read by a cluster: ask the backend
-                runs_outside = bool(outside_members(view, [i], ctx.get_backend()))
+                runs_outside = bool(outside_members(view, [i], ctx.backend))
             for target in targets:
                 cluster = clusters.get(target)
                 if cluster is None:

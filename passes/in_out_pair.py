@@ -75,7 +75,7 @@ class InOutPairPass(PassBase):
     needs = ("placement",)
 
     def run(self, graph_def, ctx):
-        config = ctx.get_config()
+        config = ctx.config
         text = config.in_out_pair or ""
         if not text:
             return PassResult(graph_def, False, {"active": False})
@@ -105,7 +105,7 @@ class InOutPairPass(PassBase):
                                          [view.index[t] for t in tails], region)
 
         flag = bool(config.in_out_pair_flag)
-        oracle = _rules.SupportOracle(view, ctx.get_op_support(), ctx.get_backend(),
+        oracle = _rules.SupportOracle(view, ctx.op_support, ctx.backend,
                                       mix_compile_mode=True)
         n = len(view.nodes)
         candidate = [False] * n
@@ -150,7 +150,7 @@ class InOutPairPass(PassBase):
 
     @staticmethod
     def _apply_group_rules(view, ctx, candidate, reasons):
-        config = ctx.get_config()
+        config = ctx.config
         ipl = int(config.iterations_per_loop)
         enable_dp = bool(config.enable_data_pre_proc)
         _rules.apply_group_rules(view, candidate, reasons, _rules.while_frames(view),

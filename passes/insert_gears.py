@@ -351,7 +351,7 @@ class InsertGearsPass(PassBase):
     name = "insert_gears"
 
     def run(self, graph_def, ctx):
-        config = ctx.get_config()
+        config = ctx.config
         # Cheap checks first: most graphs have no gears, and indexing a big graph costs.
         functions = {f.signature.name: f for f in graph_def.library.function}
         cluster_functions = [node.attr["function"].func.name for node in graph_def.node

@@ -23,7 +23,7 @@ class LowerPass(PassBase):
         count = sum(node.op == GEOP_OP for node in graph_def.node)
         if not count:
             return PassResult(graph_def, False, {"clusters": 0})
-        backend = ctx.get_backend()
+        backend = ctx.backend
         clusters = clusters_from_graph(graph_def) if backend.lower_reads_clusters else None
         out = backend.lower(graph_def, clusters, ctx)
         return PassResult(out, True, {"backend": backend.name, "clusters": count})

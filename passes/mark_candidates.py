@@ -89,7 +89,7 @@ def compute_candidates(view, ctx):
     Returns ``(candidate, reasons, skipped)``; ``skipped`` holds nodes that reference
     unsupported functions (they neither become candidates nor infect their neighbours).
     """
-    config = ctx.get_config()
+    config = ctx.config
     n = len(view.nodes)
     candidate = [False] * n
     reasons = {}
@@ -102,7 +102,7 @@ def compute_candidates(view, ctx):
     iterations_per_loop = int(config.iterations_per_loop)
     enable_dp = bool(config.enable_data_pre_proc)
     variables_on_host = config.variable_placement == "Host"
-    oracle = _rules.SupportOracle(view, ctx.get_op_support(), ctx.get_backend(),
+    oracle = _rules.SupportOracle(view, ctx.op_support, ctx.backend,
                                   mix_compile_mode=mix)
     functions = view.functions
     # The outcome for the op types whose every node gets the same one (most of them): found at

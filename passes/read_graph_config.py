@@ -84,7 +84,7 @@ class ReadGraphConfigPass(PassBase):
 
     def run(self, graph_def, ctx):
         view = GraphView(graph_def)
-        graph_config = read_graph_config(view, ctx.get_config())
+        graph_config = read_graph_config(view, ctx.config)
         out, expanded = _expand_unary_compositions(graph_def, view)
         return PassResult(out, expanded > 0, {
             "unary_compositions_expanded": expanded,

@@ -6,6 +6,7 @@ Graphs are small and drawn next to each test; one 20k-node chain checks that not
 import random
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from graph_cases import while_loop_v1_graph
@@ -15,6 +16,7 @@ from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, typ
 
 from npu_adapter.graph import names
 from npu_adapter.graph.extract import extract_client_graph
+from npu_adapter.graph.types import tensor_bytes
 from npu_adapter.graph.view import GraphView
 from npu_adapter.testing import GraphBuilder
 
@@ -262,28 +264,7 @@ def test_cycles_are_reported_as_remaining_nodes():
     assert view.find_cycle() in (["a", "b", "a"], ["b", "a", "b"])
 
 
-# --------------------------------------------------------------------------- rebind / subset
-def test_rebind_shares_the_index_and_sees_the_new_attrs():
-    gd = _diamond()
-    view = GraphView(gd)
-    _ = view.data_outputs, view.topological_order(), view.output_types(4)
-    annotated = graph_pb2.GraphDef()
-    annotated.CopyFrom(gd)
-    annotated.node[4].attr["_note"].s = b"hello"
-    fdef = annotated.library.function.add()
-    fdef.signature.name = "helper"
-    other = view.rebind(annotated)
-    assert other.graph_def is annotated
-    for slot in ("ops", "index", "data_inputs", "control_inputs", "dangling", "misordered",
-                 "duplicate_names", "cache"):
-        assert getattr(other, slot) is getattr(view, slot), slot
-    assert other.data_outputs is view.data_outputs
-    assert other.node("c").attr["_note"].s == b"hello"
-    assert "_note" not in view.node("c").attr
-    assert set(other.functions) == {"helper"} and view.functions == {}
-    assert other.topological_order() is view.topological_order()
-
-
+# --------------------------------------------------------------------------- subset
 def _assert_same_structure(a, b):
     assert a.ops == b.ops
     assert a.index == b.index
@@ -515,3 +496,45 @@ def test_invalid_node_names_agrees_with_the_check_per_name():
     assert invalid_node_names(names) == [n for n in names if not is_valid_node_name(n)]
     assert invalid_node_names(["a", "b/c", "d.e-f>g"]) == []
     assert invalid_node_names([]) == []
+
+
+def test_const_bytes_are_the_tensor_sizes_and_follow_a_subset():
+    b = GraphBuilder()
+    b.const("big", np.zeros([64, 64], np.float32))
+    b.const("small", np.float32(1.0))
+    b.const("text", np.array([b"abc", b"de"]))
+    b.op("Add", "sum", ["big", "small"], T=tf.float32)
+    b.op("Neg", "unused", ["small"], T=tf.float32)
+    graph_def = b.graph_def()
+    view = GraphView(graph_def)
+    expected = {i: tensor_bytes(graph_def.node[i].attr["value"].tensor)
+                for i in range(len(graph_def.node)) if graph_def.node[i].op == "Const"}
+    assert view.const_bytes() == expected
+    assert expected[view.index["big"]] == 64 * 64 * 4
+    client = extract_client_graph(graph_def, ["sum:0"], view=view)
+    sub = client.view
+    assert sub.const_bytes() == {sub.index[name]: expected[view.index[name]]
+                                 for name in ("big", "small")}
+    assert GraphView(client.graph_def).const_bytes() == sub.const_bytes()
+
+
+def test_ports_past_zero_are_the_same_from_the_parse_and_from_a_scan():
+    b = GraphBuilder()
+    b.placeholder("x", tf.float32, [4])
+    b.op("Unique", "u", ["x"], T=tf.float32, out_idx=tf.int32)
+    b.op("Identity", "idx", ["u:1"], T=tf.int32)
+    b.op("Identity", "val", ["u:0"], T=tf.float32)
+    b.op("Abs", "bad", ["x:3"], T=tf.float32)  # x has one output
+    b.op("Neg", "unused", ["x"], T=tf.float32)
+    graph_def = b.graph_def()
+    view = GraphView(graph_def)
+    parsed = [i for i, _ in view.inputs_past_port_zero()]
+    assert [view.names[i] for i in parsed] == ["idx", "val", "bad"]
+    client = extract_client_graph(graph_def, ["idx:0", "val:0", "bad:0"], view=view)
+    scanned = [client.view.names[i] for i, _ in client.view.inputs_past_port_zero()]
+    assert scanned == ["idx", "bad"]  # ("u:0" reads port 0: only a parse lists it)
+    from npu_adapter.graph.verify import verify_graph
+
+    kinds = [(v.kind, v.node) for v in verify_graph(client.graph_def, view=client.view)]
+    assert kinds == [(v.kind, v.node) for v in verify_graph(client.graph_def)]
+    assert ("port_out_of_range", "bad") in kinds

@@ -16,7 +16,6 @@ from npu_adapter.graph.serialize import to_bytes
 from npu_adapter.op_support import OpSupportList, original_test_fixture_list
 from npu_adapter.pipeline.base import PassBase, PassContext, PassOption, PassResult
 from npu_adapter.pipeline.instruments import (
-    FactsInstrument,
     InputUnchangedInstrument,
     PassInstrument,
     SkipPassesInstrument,
@@ -364,61 +363,27 @@ def test_a_noop_pass_reporting_modified_is_caught():
         PassManager([_LiesModified()], [InputUnchangedInstrument()]).run(_graph())
 
 
-class _RecordsFacts(PassBase):
-    """Adds a node and records facts about its output: true ones, or the ``wrong`` one."""
+class _Stasher(PassBase):
+    """Tries to hand data to a later pass through the context (what the contract forbids)."""
 
-    name = "records_facts"
-
-    def __init__(self, wrong=None):
-        super().__init__()
-        self.wrong = wrong
+    name = "stasher"
 
     def run(self, graph_def, ctx):
-        from npu_adapter.vocabulary import PLACEMENT_ATTR
-
-        out = _with_node(graph_def, "added")
-        facts = ctx.graph_facts(out)
-        facts["ops"] = [node.op for node in out.node]
-        facts["names"] = [node.name for node in out.node]
-        facts["annotation_free"] = True
-        body = out.library.function.add()
-        body.signature.name = "f"
-        body.node_def.add(name="n", op="NoOp")
-        facts["body_names"] = {"f": ["n"]}
-        facts["scoped_functions"] = set()  # no body node carries a multi-dims shape
-        if self.wrong == "body_names":
-            facts["body_names"] = {"f": ["m"]}
-        elif self.wrong == "scoped_functions":
-            facts["scoped_functions"] = {"f"}
-        if self.wrong == "ops":
-            facts["ops"] = facts["ops"][:-1]
-        elif self.wrong == "names":
-            facts["names"] = facts["names"][::-1]
-        elif self.wrong == "annotation_free":
-            out.node[0].attr[PLACEMENT_ATTR].s = b"host:unsupported_op"
-        return PassResult(out, True)
+        ctx.graph_num = 99
+        return PassResult(graph_def, False)
 
 
-def test_facts_a_pass_records_are_shortcuts_the_next_pass_may_take():
-    ctx = PassContext()
-    result = PassManager([_RecordsFacts()], [FactsInstrument()]).run(_graph(), ctx)
-    assert ctx.node_ops(result.graph_def) == ["Placeholder", "Abs", "Placeholder"]
-    assert ctx.node_names(result.graph_def) == [n.name for n in result.graph_def.node]
-    assert ctx.known_facts(result.graph_def)["annotation_free"] is True
-    assert ctx.known_facts(_graph()) is None  # facts belong to one graph object
-    # A graph nobody described: its op types are read once and kept.
-    other = _graph()
-    assert ctx.node_ops(other) == ["Placeholder", "Abs"] and ctx.known_facts(other) == {
-        "ops": ["Placeholder", "Abs"]}
-    assert ctx.node_names(other) == [n.name for n in other.node]
-    assert ctx.known_facts(other)["names"] == ctx.node_names(other)
+def test_the_context_is_read_only_so_nothing_travels_outside_the_graph():
+    import dataclasses
 
-
-@pytest.mark.parametrize("wrong", ["ops", "names", "annotation_free", "body_names",
-                                   "scoped_functions"])
-def test_the_facts_instrument_catches_facts_the_graph_contradicts(wrong):
-    with pytest.raises(GraphInvariantError, match=f"'records_facts' recorded facts.*{wrong}"):
-        PassManager([_RecordsFacts(wrong)], [FactsInstrument()]).run(_graph())
+    ctx = PassContext(graph_num=3)
+    with pytest.raises(PassError, match="stasher") as info:
+        PassManager([_Stasher()]).run(_graph(), ctx)
+    assert isinstance(info.value.__cause__, dataclasses.FrozenInstanceError)
+    assert ctx.graph_num == 3
+    # The defaults are resolved when the context is made: passes read plain attributes.
+    assert ctx.config is not None and ctx.backend.name == "cpu"
+    assert ctx.op_support is not None
 
 
 class _StrictPurity(PassInstrument):
@@ -525,3 +490,17 @@ def test_annotated_graph_satisfies_the_precondition():
     marked = get_pass("mark_candidates")(_graph(), ctx).graph_def
     clustered = get_pass("cluster")(marked, ctx)
     assert any(n.attr["_subgraphs"].s for n in clustered.graph_def.node if "_subgraphs" in n.attr)
+
+
+def test_the_users_graph_is_untouched_when_the_client_graph_is_the_whole_graph():
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2])
+    b.unary("Abs", "a", "x")
+    b.unary("Neg", "n", "a")
+    graph_def = b.graph_def()
+    before = to_bytes(graph_def)
+    result = rewrite(graph_def, {}, fetches=["n:0"])
+    assert result.clusters
+    assert to_bytes(graph_def) == before
+    with tf.Graph().as_default():
+        tf.compat.v1.import_graph_def(result.graph_def, name="")

@@ -1,9 +1,10 @@
 """``GraphView``: an indexed, read-only view over a ``GraphDef``.
 
-Passes never edit a GraphDef in place. They read it through a GraphView (name index, producers,
-consumers, edge dtypes, topological order) and write a new GraphDef. Building the index is linear
-in nodes + edges and cheap enough for 100k-node graphs (the ``scaling`` section of
-``python -m bench`` measures it): node inputs are parsed once, into plain integer lists, and
+Passes never edit a GraphDef in place (docs/architecture.md, "The pass contract"). A pass reads
+its input through a GraphView it builds for itself (name index, producers, consumers, edge
+dtypes, topological order) and writes a new GraphDef; the view dies with the pass. Building the
+index is linear in nodes + edges and cheap enough for 100k-node graphs (the ``scaling`` section
+of ``python -m bench`` measures it): node inputs are parsed once, into plain integer lists, and
 consumer lists are only built when asked for.
 """
 
@@ -27,23 +28,6 @@ def _in_producer_order(predecessors, back):
         return all(not preds or max(preds) < dst for dst, preds in enumerate(predecessors))
     return all(not preds or max(preds) < dst or all(src < dst or back[src] for src in preds)
                for dst, preds in enumerate(predecessors))
-
-
-def _serialized_map_key(key):
-    """The bytes of ``key`` as the key field (field 1, length-delimited) of a serialized map
-    entry: tag 0x0A, the length as a varint, the UTF-8 bytes."""
-    data = key.encode()
-    size = len(data)
-    length = bytearray()
-    while True:
-        byte = size & 0x7F
-        size >>= 7
-        if size:
-            length.append(byte | 0x80)
-        else:
-            length.append(byte)
-            break
-    return b"\x0a" + bytes(length) + data
 
 
 class GraphView:
@@ -154,23 +138,6 @@ class GraphView:
         # Derived structures (topological order, loop frames, ...) computed once per structure.
         self.cache = {"ported": ported}
 
-    def rebind(self, graph_def):
-        """A view of ``graph_def``, which must have the same nodes, inputs and op types in the
-        same order as this view's graph (only attributes may differ — e.g. a pass's annotations).
-
-        Shares every index structure, so it costs almost nothing. Dtype caches are shared too:
-        passes that rebind must not change attrs that decide dtypes.
-        """
-        other = GraphView.__new__(GraphView)
-        other.graph_def = graph_def
-        other._nodes = None  # materialised on first use
-        for slot in ("names", "ops", "index", "data_inputs", "control_inputs", "dangling",
-                     "misordered", "duplicate_names",
-                     "_data_outputs", "_control_outputs", "_out_types", "_in_types", "cache"):
-            setattr(other, slot, getattr(self, slot))
-        other.functions = {f.signature.name: f for f in graph_def.library.function}
-        return other
-
     def subset(self, graph_def, kept):
         """The view of ``graph_def``, whose nodes are this view's nodes ``kept`` (sorted indices),
         unchanged and in the same order — what extracting a client graph without feed
@@ -230,9 +197,6 @@ class GraphView:
             else:
                 other.cache[key] = ([new_of[i] for i in order if new_of[i] >= 0],
                                     [new_of[i] for i in remaining if new_of[i] >= 0])
-        absent = self.cache.get("absent_attrs")
-        if absent is not None:
-            other.cache["absent_attrs"] = absent  # no attr is absent from a superset only
         sizes = self.cache.get("const_bytes")
         if sizes is not None:
             other.cache["const_bytes"] = {new_of[old]: size for old, size in sizes.items()
@@ -271,36 +235,11 @@ class GraphView:
 
     def const_bytes(self):
         """Node index → size in bytes of the value of every ``Const`` holding one
-        (:func:`~npu_adapter.graph.types.tensor_bytes`; cached, shared, read-only). A rebound
-        view shares it: passes do not change the shape or dtype of a Const's value."""
+        (:func:`~npu_adapter.graph.types.tensor_bytes`; cached, read-only)."""
         sizes = self.cache.get("const_bytes")
         if sizes is None:
             sizes = self.cache["const_bytes"] = _types.const_sizes(self.nodes, self.ops)
         return sizes
-
-    def record_absent_attrs(self, serialized, keys):
-        """Remember which of the attribute ``keys`` no node of the graph carries, from
-        ``serialized``, the graph's (or a superset's) serialized bytes: an attr map entry is
-        written there with its key as field 1 (tag, length, bytes), so a key whose field occurs
-        nowhere is on no node. One search in C per key instead of one attribute lookup per node
-        in every pass that looks for a rare attribute (see :meth:`may_carry_attr`). Shared by
-        rebound and subset views."""
-        self.cache["absent_attrs"] = frozenset(
-            key for key in keys if _serialized_map_key(key) not in serialized)
-
-    def may_carry_attr(self, key):
-        """False when no node of the graph carries attribute ``key`` (known from
-        :meth:`record_absent_attrs`); True when one may, or nobody recorded it: then look at the
-        nodes. A pass that writes ``key`` on the nodes of a graph it rebinds calls
-        :meth:`note_attr_written`."""
-        return key not in self.cache.get("absent_attrs", ())
-
-    def note_attr_written(self, *keys):
-        """The nodes may carry ``keys`` from now on (for this view and every view sharing its
-        cache; for the views of the graph before the write that only makes them look)."""
-        absent = self.cache.get("absent_attrs")
-        if absent and not absent.isdisjoint(keys):
-            self.cache["absent_attrs"] = absent.difference(keys)
 
     def __contains__(self, name):
         return name in self.index

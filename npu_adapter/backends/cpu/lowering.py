@@ -124,7 +124,7 @@ class CpuReferenceBackend(Backend):
         return None
 
     def lower(self, graph_def, clusters, ctx):
-        config = ctx.get_config() if ctx is not None else None
+        config = ctx.config if ctx is not None else None
         isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
         return lower_to_function_calls(graph_def, isolate=isolate)
 
