@@ -264,7 +264,27 @@ def test_cycles_are_reported_as_remaining_nodes():
     assert view.find_cycle() in (["a", "b", "a"], ["b", "a", "b"])
 
 
-# --------------------------------------------------------------------------- subset
+# --------------------------------------------------------------------------- lazy edges / subset
+@pytest.mark.parametrize("first", ["data_inputs", "control_inputs", "dangling", "misordered",
+                                   "inputs_past_port_zero", "names"])
+def test_the_edges_are_the_same_whichever_is_read_first(first):
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2])
+    b.op("Unique", "u", ["x"], T=tf.float32, out_idx=tf.int32)
+    b.op("Identity", "idx", ["u:1", "^x"], T=tf.int32)
+    b.op("Identity", "bad", ["^x", "missing"], T=tf.float32)
+    gd = b.graph_def()
+    view = GraphView(gd)
+    value = getattr(view, first)
+    if callable(value):
+        value()
+    assert view.data_inputs == [[], [(0, 0)], [(1, 1)], [(-1, 0)]]
+    assert view.control_inputs == [[], [], [0], [0]]
+    assert view.dangling == [(3, "missing")]
+    assert view.misordered == [3]
+    assert [i for i, _ in view.inputs_past_port_zero()] == [2]
+
+
 def _assert_same_structure(a, b):
     assert a.ops == b.ops
     assert a.index == b.index

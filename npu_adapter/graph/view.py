@@ -4,8 +4,9 @@ Passes never edit a GraphDef in place (docs/architecture.md, "The pass contract"
 its input through a GraphView it builds for itself (name index, producers, consumers, edge
 dtypes, topological order) and writes a new GraphDef; the view dies with the pass. Building the
 index is linear in nodes + edges and cheap enough for 100k-node graphs (the ``scaling`` section
-of ``python -m bench`` measures it): node inputs are parsed once, into plain integer lists, and
-consumer lists are only built when asked for.
+of ``python -m bench`` measures it): node inputs are parsed into plain integer lists when an
+edge is first asked for (a pass that reads names, op types and attributes only never pays for
+them), and consumer lists only when asked for.
 """
 
 import collections
@@ -43,20 +44,24 @@ class GraphView:
             ``src_index`` is -1 when the producer does not exist (a dangling input).
         control_inputs: per node, a list of producer indices of its control inputs (-1: dangling).
         dangling: list of ``(node_index, input_string)`` for inputs naming a missing node.
+        misordered: sorted indices of the nodes listing a data input after a control input
+            (invalid; reported by ``verify_graph``).
         duplicate_names: sorted list of names used by more than one node.
         functions: dict function name → FunctionDef of the library.
+
+    The four edge attributes are parsed from the node inputs when one of them is first read.
     """
 
     __slots__ = (
         "graph_def",
-        "_nodes",
+        "nodes",
         "names",
         "ops",
         "index",
-        "data_inputs",
-        "control_inputs",
-        "dangling",
-        "misordered",
+        "_data_inputs",
+        "_control_inputs",
+        "_dangling",
+        "_misordered",
         "duplicate_names",
         "functions",
         "_data_outputs",
@@ -69,7 +74,7 @@ class GraphView:
     def __init__(self, graph_def):
         self.graph_def = graph_def
         nodes = list(graph_def.node)
-        self._nodes = nodes
+        self.nodes = nodes
         # Names and op types as plain lists: reading NodeDef fields from Python is slow, and the
         # passes ask for them in their inner loops.
         names = [node.name for node in nodes]
@@ -86,13 +91,27 @@ class GraphView:
                     index[name] = i
         self.index = index
         self.duplicate_names = sorted(duplicates)
+        self._data_inputs = None  # parsed on first use (see _parse_inputs)
+        self._control_inputs = None
+        self._dangling = None
+        self._misordered = None
+        self.functions = {f.signature.name: f for f in graph_def.library.function}
+        self._data_outputs = None
+        self._control_outputs = None
+        self._out_types = {}
+        self._in_types = {}
+        # Derived structures (topological order, loop frames, ...) computed once per view.
+        self.cache = {}
+
+    def _parse_inputs(self):
+        """Parse every node's inputs into the four edge attributes (once)."""
         data_inputs = []
         control_inputs = []
         dangling = []
         misordered = []
         ported = []  # nodes with an input "name:<port>" (port 0 written out included)
-        get = index.get
-        for i, node in enumerate(nodes):
+        get = self.index.get
+        for i, node in enumerate(self.nodes):
             data = []
             ctrl = None
             for text in node.input:
@@ -125,18 +144,39 @@ class GraphView:
                     dangling.append((i, text))
             data_inputs.append(data)
             control_inputs.append(ctrl if ctrl is not None else [])
-        self.data_inputs = data_inputs
-        self.control_inputs = control_inputs
-        self.dangling = dangling
-        # Nodes listing a data input after a control input (invalid; reported by verify_graph).
-        self.misordered = sorted(set(misordered))
-        self.functions = {f.signature.name: f for f in graph_def.library.function}
-        self._data_outputs = None
-        self._control_outputs = None
-        self._out_types = {}
-        self._in_types = {}
-        # Derived structures (topological order, loop frames, ...) computed once per structure.
-        self.cache = {"ported": ported}
+        self._data_inputs = data_inputs
+        self._control_inputs = control_inputs
+        self._dangling = dangling
+        self._misordered = sorted(set(misordered))
+        self.cache.setdefault("ported", ported)
+
+    @property
+    def data_inputs(self):
+        """Per node, ``(src_index, src_port)`` per data input slot (see the class docstring)."""
+        if self._data_inputs is None:
+            self._parse_inputs()
+        return self._data_inputs
+
+    @property
+    def control_inputs(self):
+        """Per node, the producer indices of its control inputs (-1: dangling)."""
+        if self._control_inputs is None:
+            self._parse_inputs()
+        return self._control_inputs
+
+    @property
+    def dangling(self):
+        """``(node_index, input_string)`` of every input naming a missing node."""
+        if self._dangling is None:
+            self._parse_inputs()
+        return self._dangling
+
+    @property
+    def misordered(self):
+        """Sorted indices of the nodes listing a data input after a control input."""
+        if self._misordered is None:
+            self._parse_inputs()
+        return self._misordered
 
     def subset(self, graph_def, kept):
         """The view of ``graph_def``, whose nodes are this view's nodes ``kept`` (sorted indices),
@@ -150,7 +190,7 @@ class GraphView:
             new_of[old] = new
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
-        other._nodes = list(graph_def.node)
+        other.nodes = list(graph_def.node)
         names = self.names
         other.names = [names[old] for old in kept]
         other.ops = [self.ops[old] for old in kept]
@@ -166,13 +206,13 @@ class GraphView:
         # Input lists without an entry (a quarter of a model's nodes are Consts; most nodes
         # have no control input) are shared rather than rebuilt: views never edit them.
         data_inputs = self.data_inputs
-        other.data_inputs = [[(new_of[src], port) for src, port in inputs] if inputs else inputs
-                             for inputs in [data_inputs[old] for old in kept]]
+        other._data_inputs = [[(new_of[src], port) for src, port in inputs] if inputs
+                              else inputs for inputs in [data_inputs[old] for old in kept]]
         control_inputs = self.control_inputs
-        other.control_inputs = [[new_of[src] for src in inputs] if inputs else inputs
-                                for inputs in [control_inputs[old] for old in kept]]
-        other.dangling = [(new_of[i], text) for i, text in self.dangling if new_of[i] >= 0]
-        other.misordered = [new_of[i] for i in self.misordered if new_of[i] >= 0]
+        other._control_inputs = [[new_of[src] for src in inputs] if inputs else inputs
+                                 for inputs in [control_inputs[old] for old in kept]]
+        other._dangling = [(new_of[i], text) for i, text in self.dangling if new_of[i] >= 0]
+        other._misordered = [new_of[i] for i in self.misordered if new_of[i] >= 0]
         other.functions = {f.signature.name: f for f in graph_def.library.function}
         other._data_outputs = None
         other._control_outputs = None
@@ -204,13 +244,6 @@ class GraphView:
         return other
 
     # ----------------------------------------------------------------------------- lookups
-    @property
-    def nodes(self):
-        """The NodeDefs, in GraphDef order (a node is referred to by its index here)."""
-        if self._nodes is None:
-            self._nodes = list(self.graph_def.node)
-        return self._nodes
-
     def __len__(self):
         return len(self.ops)
 
@@ -226,11 +259,11 @@ class GraphView:
         order (the inputs as in :attr:`data_inputs`): for a view built from a GraphDef, the
         nodes with an input written with a port (known from the parse), else those with an input
         past port 0 (found by a scan)."""
+        data_inputs = self.data_inputs  # (the parse records the nodes with a port)
         ported = self.cache.get("ported")
         if ported is None:
-            ported = self.cache["ported"] = [i for i, inputs in enumerate(self.data_inputs)
+            ported = self.cache["ported"] = [i for i, inputs in enumerate(data_inputs)
                                              if any(port for _, port in inputs)]
-        data_inputs = self.data_inputs
         return [(i, data_inputs[i]) for i in ported]
 
     def const_bytes(self):
