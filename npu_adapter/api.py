@@ -215,9 +215,11 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     # the passes run without the large constants' data (see graph/payload.py), which is put
     # back into the final graph (with lazy_weights, when the result's graph_def is first read).
     watched = bool(dump_instruments or instruments)
-    if not watched:
-        graph_def, payloads = strip_payloads(graph_def)
     view = GraphView(graph_def)
+    if not watched:
+        graph_def, payloads = strip_payloads(graph_def, view=view)
+        if payloads is not None:
+            view = view.rebind(graph_def)  # (only the Consts' data differ)
     _check_input(graph_def, view)
 
     # Extract the client graph of the run signature.
@@ -277,7 +279,8 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     manager = passes_pkg.PassManager.from_pipeline(
         pipeline or passes_pkg.DEFAULT_PIPELINE,
         [timing, capture, *checks, *instruments, *dump_instruments])
-    outcome = manager.run(work, ctx)
+    work_view = view if view is not None and view.graph_def is work else None
+    outcome = manager.run(work, ctx, work_view)  # (the index extraction made, not made again)
 
     # Describe the result.
     final = outcome.graph_def
@@ -288,7 +291,6 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         light.CopyFrom(final)  # the restore below fills the weights in place
     if payloads is not None and not lazy:
         payloads.restore(final)  # (a graph of this call's: the light input or the passes')
-    work_view = view if view is not None and view.graph_def is work else None
     client_names = work_view.names if work_view is not None else [n.name for n in work.node]
     report_fetches = fetches or _sink_fetches(work_view or GraphView(work))[0]
     clusters = clusters_from_graph(final)

@@ -21,14 +21,19 @@ def read_placements(view):
     """
     candidate = []
     reasons = {}
+    parsed = {}  # annotation -> (candidate, reason): a graph has a few distinct ones
     for i, node in enumerate(view.nodes):
         value = node.attr.get(PLACEMENT_ATTR)
         if value is None:
             candidate.append(False)
             continue
-        device, _, reason = value.s.decode().partition(":")
-        candidate.append(device == DEVICE_NPU)
-        reasons[i] = reason
+        text = value.s
+        entry = parsed.get(text)
+        if entry is None:
+            device, _, reason = text.decode().partition(":")
+            entry = parsed[text] = (device == DEVICE_NPU, reason)
+        candidate.append(entry[0])
+        reasons[i] = entry[1]
     return candidate, reasons
 
 

@@ -40,7 +40,7 @@ from tensorflow.core.framework import node_def_pb2, types_pb2
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.cycles import GraphCycles
 from npu_adapter.graph.types import base_type, is_ref_type
-from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS, GraphView
+from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
 from npu_adapter.pipeline.base import PassBase, PassOption, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
@@ -507,8 +507,7 @@ class ClusterPass(PassBase):
                                             "(-1: use npu_adapter_max_clusters; 0: no limit)"),
     }
 
-    def run(self, graph_def, ctx):
-        view = GraphView(graph_def)
+    def run(self, graph_def, ctx, view):
         config = ctx.config
         graph_config = read_graph_config(view, config)
         candidate, reasons = read_placements(view)
@@ -606,7 +605,7 @@ class ClusterPass(PassBase):
             "dropped": len(dropped),
             "run_outside": len(outside),
             "copied_variables": len(copies),
-        })
+        }, view.rebind(out) if modified else None)
 
     @staticmethod
     def _release_orphan_consts(view, candidate, reasons):

@@ -51,7 +51,6 @@ from npu_adapter.graph.types import (
     is_ref_type,
     output_port_names,
 )
-from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
@@ -150,8 +149,7 @@ class EncapsulatePass(PassBase):
     gated = True
     needs = ("placement",)
 
-    def run(self, graph_def, ctx):
-        view = GraphView(graph_def)
+    def run(self, graph_def, ctx, view):
         nodes = view.nodes
         cluster_of, outside, copied_into = self._read_clusters(view)
         clusters = {}
@@ -259,15 +257,20 @@ class EncapsulatePass(PassBase):
         cluster_of = {}
         outside = {}
         copied_into = {}
-        for i, node in enumerate(view.nodes):
+        names = {}  # the encoded cluster names, decoded once each
+        for i, (node, op) in enumerate(zip(view.nodes, view.ops)):
             attrs = node.attr
             value = attrs.get(CLUSTER_ATTR)
             if value is not None:
-                cluster_of[i] = value.s.decode()
+                text = value.s
+                name = names.get(text)
+                if name is None:
+                    name = names[text] = text.decode()
+                cluster_of[i] = name
                 reason = attrs.get(EXECUTES_ATTR)
                 if reason is not None:
                     outside[i] = reason.s.decode()
-            if view.ops[i] in _VARIABLE_OPS and COPIED_INTO_ATTR in attrs:
+            if op in _VARIABLE_OPS and COPIED_INTO_ATTR in attrs:
                 copied_into[i] = [s.decode() for s in attrs[COPIED_INTO_ATTR].list.s]
         return cluster_of, outside, copied_into
 

@@ -28,7 +28,7 @@ class FinalizePass(PassBase):
 
     name = "finalize"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         if not _annotated(graph_def):
             return PassResult(graph_def, False, {})
         out = copy_graph(graph_def)

@@ -23,7 +23,6 @@ do, because a function cannot hold part of a while loop or cond (documented devi
 import warnings
 
 from npu_adapter.errors import RewriteError
-from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.registry import register_pass
 
@@ -74,12 +73,11 @@ class InOutPairPass(PassBase):
     gated = True
     needs = ("placement",)
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         config = ctx.config
         text = config.in_out_pair or ""
         if not text:
             return PassResult(graph_def, False, {"active": False})
-        view = GraphView(graph_def)
         if not config.mix_compile_mode:
             raise RewriteError("mix_compile_mode must be True when use in_out_pair.",
                                code="Internal")
@@ -146,7 +144,7 @@ class InOutPairPass(PassBase):
             "candidates": sum(candidate),
             "skipped_entries": skipped_entries,
             "changed_from_default": previous[0] != candidate,
-        })
+        }, view.rebind(out) if modified else None)
 
     @staticmethod
     def _apply_group_rules(view, ctx, candidate, reasons):

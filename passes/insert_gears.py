@@ -34,7 +34,6 @@ from npu_adapter.errors import RewriteError
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.functions import graph_to_function_def, pin_arg_shapes, rename_function
 from npu_adapter.graph.names import parse_input
-from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.gears import GearTable, gear_table_from_trio, parse_subgraph_gears
 from npu_adapter.pipeline.registry import register_pass
@@ -350,20 +349,16 @@ class InsertGearsPass(PassBase):
 
     name = "insert_gears"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         config = ctx.config
-        # Cheap checks first: most graphs have no gears, and indexing a big graph costs.
-        functions = {f.signature.name: f for f in graph_def.library.function}
-        cluster_functions = [node.attr["function"].func.name for node in graph_def.node
-                             if node.op == GEOP_OP]
-        if not cluster_functions:
+        geops = [i for i, op in enumerate(view.ops) if op == GEOP_OP]
+        if not geops:
             return PassResult(graph_def, False, {"clusters": 0})
-        has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr
-                         for name in cluster_functions for body in functions[name].node_def)
+        functions = view.functions
+        has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr for i in geops
+                         for body in functions[view.nodes[i].attr["function"].func.name].node_def)
         if config.dims_trio() is None and not has_scopes:
             return PassResult(graph_def, False, {"clusters": 0})
-        view = GraphView(graph_def)
-        geops = [i for i, op in enumerate(view.ops) if op == GEOP_OP]
         if config.dims_trio() is not None:
             if has_scopes:
                 import warnings

@@ -19,8 +19,8 @@ class LowerPass(PassBase):
 
     name = "lower"
 
-    def run(self, graph_def, ctx):
-        count = sum(node.op == GEOP_OP for node in graph_def.node)
+    def run(self, graph_def, ctx, view):
+        count = view.ops.count(GEOP_OP)
         if not count:
             return PassResult(graph_def, False, {"clusters": 0})
         backend = ctx.backend

@@ -25,7 +25,6 @@ Rules, in the original's order:
 from tensorflow.core.framework import types_pb2
 
 from npu_adapter.graph.types import REF_OFFSET, base_type, may_have_dtype, rules_out_dtypes
-from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.registry import register_pass
 
@@ -178,11 +177,10 @@ class MarkCandidatesPass(PassBase):
     name = "mark_candidates"
     gated = True
 
-    def run(self, graph_def, ctx):
-        view = GraphView(graph_def)
+    def run(self, graph_def, ctx, view):
         candidate, reasons, _ = compute_candidates(view, ctx)
         out, modified = write_placements(graph_def, candidate, reasons)
         return PassResult(out, modified, {
             "candidates": sum(candidate),
             "host": len(candidate) - sum(candidate),
-        })
+        }, view.rebind(out) if modified else None)

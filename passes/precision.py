@@ -72,7 +72,7 @@ class PrecisionPass(PassBase):
 
     name = "precision"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         config = ctx.config
         if not emulation_enabled(config):
             return PassResult(graph_def, False, {"emulation": "off"})

@@ -14,7 +14,6 @@
 """
 
 from npu_adapter.graph.names import parse_input
-from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
@@ -82,8 +81,7 @@ class ReadGraphConfigPass(PassBase):
     name = "read_graph_config"
     gated = True
 
-    def run(self, graph_def, ctx):
-        view = GraphView(graph_def)
+    def run(self, graph_def, ctx, view):
         graph_config = read_graph_config(view, ctx.config)
         out, expanded = _expand_unary_compositions(graph_def, view)
         return PassResult(out, expanded > 0, {

@@ -285,6 +285,26 @@ def test_the_edges_are_the_same_whichever_is_read_first(first):
     assert [i for i, _ in view.inputs_past_port_zero()] == [2]
 
 
+def test_rebind_shares_the_index_and_sees_the_new_attrs():
+    gd = _diamond()
+    view = GraphView(gd)
+    _ = view.data_outputs, view.topological_order(), view.output_types(4)
+    annotated = graph_pb2.GraphDef()
+    annotated.CopyFrom(gd)
+    annotated.node[4].attr["_note"].s = b"hello"
+    fdef = annotated.library.function.add()
+    fdef.signature.name = "helper"
+    other = view.rebind(annotated)
+    assert other.graph_def is annotated
+    for name in ("ops", "index", "data_inputs", "control_inputs", "dangling", "misordered",
+                 "duplicate_names", "cache", "data_outputs"):
+        assert getattr(other, name) is getattr(view, name), name
+    assert other.node("c").attr["_note"].s == b"hello"
+    assert "_note" not in view.node("c").attr
+    assert set(other.functions) == {"helper"} and view.functions == {}
+    assert other.topological_order() is view.topological_order()
+
+
 def _assert_same_structure(a, b):
     assert a.ops == b.ops
     assert a.index == b.index

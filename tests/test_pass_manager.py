@@ -48,14 +48,14 @@ class _AddNode(PassBase):
     name = "add_node"
     options = {"node": PassOption(str, "added", "name of the new node")}
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(_with_node(graph_def, self.option("node")), True, {"added": 1})
 
 
 class _Noop(PassBase):
     name = "noop"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(graph_def, False)
 
 
@@ -68,7 +68,7 @@ class _Boom(PassBase):
         super().__init__()
         self.exc = exc
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         raise self.exc
 
 
@@ -77,7 +77,7 @@ class _Mutator(PassBase):
 
     name = "mutator"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         graph_def.node[0].attr["_mutated"].b = True
         return PassResult(_with_node(graph_def, "mutated_out"), True)
 
@@ -85,14 +85,14 @@ class _Mutator(PassBase):
 class _LiesUnmodified(PassBase):
     name = "lies_unmodified"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(_with_node(graph_def, "sneaky"), False)
 
 
 class _LiesModified(PassBase):
     name = "lies_modified"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         copy = type(graph_def)()
         copy.CopyFrom(graph_def)
         return PassResult(copy, True)
@@ -173,7 +173,7 @@ def test_pass_returning_a_graph_def_instead_of_a_result_is_a_pass_error():
     class Sloppy(PassBase):
         name = "sloppy"
 
-        def run(self, graph_def, ctx):
+        def run(self, graph_def, ctx, view):
             return graph_def
 
     with pytest.raises(PassError, match="sloppy") as info:
@@ -333,7 +333,7 @@ def test_the_context_reaches_every_pass_and_hook():
     class Spy(PassBase):
         name = "spy"
 
-        def run(self, graph_def, ctx):
+        def run(self, graph_def, ctx, view):
             seen.append(ctx)
             return PassResult(graph_def, False)
 
@@ -368,7 +368,7 @@ class _Stasher(PassBase):
 
     name = "stasher"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         ctx.graph_num = 99
         return PassResult(graph_def, False)
 
@@ -504,3 +504,79 @@ def test_the_users_graph_is_untouched_when_the_client_graph_is_the_whole_graph()
     assert to_bytes(graph_def) == before
     with tf.Graph().as_default():
         tf.compat.v1.import_graph_def(result.graph_def, name="")
+
+
+# ------------------------------------------------------------------ the index handed on
+class _Annotate(PassBase):
+    """Annotates every node and hands on the index of its output (``view.rebind``)."""
+
+    name = "annotate"
+
+    def __init__(self, log, rebind=True):
+        super().__init__()
+        self.log = log
+        self.rebind = rebind
+
+    def run(self, graph_def, ctx, view):
+        self.log.append(view)
+        out = type(graph_def)()
+        out.CopyFrom(graph_def)
+        for node in out.node:
+            node.attr["_note"].s = b"seen"
+        return PassResult(out, True, {}, view.rebind(out) if self.rebind else None)
+
+
+class _Look(PassBase):
+    name = "look"
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def run(self, graph_def, ctx, view):
+        self.log.append(view)
+        assert view.graph_def is graph_def
+        return PassResult(graph_def, False)
+
+
+def test_each_pass_gets_the_index_its_predecessor_handed_on():
+    log = []
+    out = PassManager([_Look(log), _Annotate(log), _Look(log), _Look(log)]).run(_graph())
+    first, annotated, after, last = log
+    assert annotated is first  # an unchanged graph keeps its index
+    assert after is not first and after.graph_def is out.graph_def
+    assert after.data_inputs is first.data_inputs  # the structure is shared, not parsed again
+    assert last is after
+    assert all(node.attr["_note"].s == b"seen" for node in after.nodes)
+
+
+def test_without_a_handed_on_index_the_next_pass_builds_its_own():
+    log = []
+    PassManager([_Annotate(log, rebind=False), _Look(log)]).run(_graph())
+    assert log[1].graph_def is not log[0].graph_def
+
+
+def test_a_pass_given_the_index_of_another_graph_refuses_it():
+    from npu_adapter.graph.view import GraphView
+
+    with pytest.raises(ValueError, match="index of another graph"):
+        _Look([])(_graph(), PassContext(), GraphView(_graph()))
+
+
+class _WrongIndex(PassBase):
+    """Adds a node but hands on its input's index (what VerifyInstrument must catch)."""
+
+    name = "wrong_index"
+
+    def run(self, graph_def, ctx, view):
+        out = _with_node(graph_def, "extra")
+        return PassResult(out, True, {}, view.rebind(out))
+
+
+def test_the_verify_instrument_catches_an_index_that_is_not_the_outputs():
+    from npu_adapter.pipeline.instruments import VerifyInstrument
+
+    with pytest.raises(GraphInvariantError, match="'wrong_index' handed on an index"):
+        PassManager([_WrongIndex()], [VerifyInstrument()]).run(_graph())
+    log = []
+    PassManager([_Annotate(log), _Look(log)], [VerifyInstrument()]).run(_graph())

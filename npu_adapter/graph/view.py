@@ -1,12 +1,11 @@
 """``GraphView``: an indexed, read-only view over a ``GraphDef``.
 
 Passes never edit a GraphDef in place (docs/architecture.md, "The pass contract"). A pass reads
-its input through a GraphView it builds for itself (name index, producers, consumers, edge
-dtypes, topological order) and writes a new GraphDef; the view dies with the pass. Building the
-index is linear in nodes + edges and cheap enough for 100k-node graphs (the ``scaling`` section
-of ``python -m bench`` measures it): node inputs are parsed into plain integer lists when an
-edge is first asked for (a pass that reads names, op types and attributes only never pays for
-them), and consumer lists only when asked for.
+its input through a GraphView (name index, producers, consumers, edge dtypes, topological order)
+and writes a new GraphDef. Building the index is linear in nodes + edges and cheap enough for
+100k-node graphs (the ``scaling`` section of ``python -m bench`` measures it): node inputs are
+parsed into plain integer lists when an edge is first asked for (a reader of names, op types and
+attributes never pays for them), and consumer lists only when asked for.
 """
 
 import collections
@@ -100,7 +99,9 @@ class GraphView:
         self._control_outputs = None
         self._out_types = {}
         self._in_types = {}
-        # Derived structures (topological order, loop frames, ...) computed once per view.
+        # Derived structures (topological order, loop frames, Const sizes, ...) computed once
+        # per view: what the structure and the dtype, frame and Const attributes decide, so a
+        # rebound view may share them (see rebind).
         self.cache = {}
 
     def _parse_inputs(self):
@@ -177,6 +178,28 @@ class GraphView:
         if self._misordered is None:
             self._parse_inputs()
         return self._misordered
+
+    def rebind(self, graph_def):
+        """The view of ``graph_def``, a graph with this view's structure: the same nodes, in the
+        same order, with the same op types and inputs, and the same attributes but for ones
+        that decide no dtype, no Const's dtype or shape and no loop frame (a pass's
+        annotations, such as the placement and the cluster name; the data of Consts set aside
+        by ``strip_payloads``).
+
+        Shares every index structure and cache, so it costs one list of the NodeDefs: a pass
+        that only annotates its input hands the next pass its index this way
+        (``PassResult.view``; ``VerifyInstrument`` checks the structure is the same)."""
+        if self._data_inputs is None:
+            self._parse_inputs()  # (once, for both views)
+        other = GraphView.__new__(GraphView)
+        other.graph_def = graph_def
+        other.nodes = list(graph_def.node)
+        for slot in ("names", "ops", "index", "_data_inputs", "_control_inputs", "_dangling",
+                     "_misordered", "duplicate_names", "_data_outputs", "_control_outputs",
+                     "_out_types", "_in_types", "cache"):
+            setattr(other, slot, getattr(self, slot))
+        other.functions = {f.signature.name: f for f in graph_def.library.function}
+        return other
 
     def subset(self, graph_def, kept):
         """The view of ``graph_def``, whose nodes are this view's nodes ``kept`` (sorted indices),

@@ -5,8 +5,9 @@ The pass contract (docs/architecture.md, "The pass contract"): a pass is a pure 
 object itself when it changes nothing. What a later pass needs travels in the graph (node
 attributes such as ``_npu_adapter_placement`` and the original's ``_subgraphs``), so every pass
 also runs on its own on any GraphDef that carries them. The context holds only read-only inputs.
-Dumps, timing and invariant checks are instruments around passes
-(``npu_adapter.pipeline.instruments``), never code inside them.
+The one thing handed on besides the graph is its index (a ``GraphView``, see ``PassResult.view``),
+which a later pass would otherwise build again. Dumps, timing and invariant checks are
+instruments around passes (``npu_adapter.pipeline.instruments``), never code inside them.
 """
 
 import collections
@@ -18,7 +19,8 @@ from npu_adapter.errors import GraphInvariantError
 __all__ = ["PassResult", "PassContext", "PassBase", "PassOption", "FACTS"]
 
 
-class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", "info"])):
+class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", "info",
+                                                       "view"])):
     """Result of one pass.
 
     Attributes:
@@ -27,12 +29,16 @@ class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", 
         modified: True exactly when the output differs from the input.
         info: small dict of artifacts for logs and reports (counts, tables). Later passes must
             never depend on it.
+        view: the index (:class:`~npu_adapter.graph.view.GraphView`) of ``graph_def`` that
+            the next pass gets instead of building it again, or None. A pass sets it when its
+            output has its input's structure (``view.rebind(out)``: it only annotated nodes);
+            for an output that is the input, the input's index is handed on.
     """
 
     __slots__ = ()
 
-    def __new__(cls, graph_def, modified, info=None):
-        return super().__new__(cls, graph_def, bool(modified), dict(info or {}))
+    def __new__(cls, graph_def, modified, info=None, view=None):
+        return super().__new__(cls, graph_def, bool(modified), dict(info or {}), view)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,13 +105,16 @@ class PassBase:
 
     The contract every pass follows (docs/architecture.md, "The pass contract"):
 
-    * ``run(graph_def, ctx)`` is a pure function of its arguments: it never mutates
+    * ``run(graph_def, ctx, view)`` is a pure function of its arguments: it never mutates
       ``graph_def`` (nor the context), and returns ``PassResult(out, modified, info)`` where
       ``out`` is a new GraphDef, or ``graph_def`` itself when nothing changes.
+    * ``view`` is the index of ``graph_def`` (a :class:`~npu_adapter.graph.view.GraphView`:
+      names, op types, edges, dtypes), built from it or handed on by the previous pass. A pass
+      whose output only annotates its input returns ``PassResult(out, ..., view=view.rebind(out))``
+      so the next pass does not index 100k nodes again.
     * What a later pass needs travels in ``out`` (node attributes, function bodies), never in
       the context, in ``info`` or in a cache: a pass reads its input graph and nothing else
       besides the context's read-only inputs.
-    * A pass may index its input (``GraphView(graph_def)``) for itself; the index dies with it.
     * Same input, same context: byte-identical output.
     """
 
@@ -187,25 +196,38 @@ class PassBase:
     def ensures(self, graph_def, ctx):
         """Postcondition hook; raise GraphInvariantError when the output is wrong."""
 
-    def run(self, graph_def, ctx):  # pragma: no cover - abstract
-        """Rewrite ``graph_def`` without mutating it and return a :class:`PassResult`."""
+    def run(self, graph_def, ctx, view):  # pragma: no cover - abstract
+        """Rewrite ``graph_def`` (indexed by ``view``) without mutating it and return a
+        :class:`PassResult`."""
         raise NotImplementedError
 
-    def __call__(self, graph_def, ctx=None):
-        """Run the pass alone: requires → run → result type check → ensures."""
+    def __call__(self, graph_def, ctx=None, view=None):
+        """Run the pass alone: gate → requires → run → result type check → ensures.
+
+        ``view``: the index of ``graph_def`` when the caller has one (the pass manager hands on
+        the previous pass's ``PassResult.view``); None builds it.
+        """
         ctx = ctx if ctx is not None else PassContext()
+        if view is not None and view.graph_def is not graph_def:
+            raise ValueError(f"pass {self.name!r} was given the index of another graph")
+        if view is None:
+            from npu_adapter.graph.view import GraphView
+
+            view = GraphView(graph_def)
         if self.gated:
             from npu_adapter.pipeline.graph_config import gate_reason
 
-            reason = gate_reason(graph_def, ctx.config)
+            reason = gate_reason(view, ctx.config)
             if reason is not None:
-                return PassResult(graph_def, False, {"skipped": reason})
+                return PassResult(graph_def, False, {"skipped": reason}, view)
         self.requires(graph_def, ctx)
-        result = self.run(graph_def, ctx)
+        result = self.run(graph_def, ctx, view)
         if not isinstance(result, PassResult):
             raise TypeError(
                 f"pass {self.name!r} returned {type(result).__name__}; passes must return "
                 "PassResult(graph_def, modified, info)")
+        if result.view is None and result.graph_def is graph_def:
+            result = result._replace(view=view)  # an unchanged graph keeps its index
         self.ensures(result.graph_def, ctx)
         return result
 

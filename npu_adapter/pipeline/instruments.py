@@ -60,7 +60,8 @@ class PassInstrument:
 
 
 class VerifyInstrument(PassInstrument):
-    """Checks graph invariants (``verify_graph``) on the input and after every pass."""
+    """Checks graph invariants (``verify_graph``) on the input and after every pass, and that
+    the index a pass hands on (``PassResult.view``) is the index of its output."""
 
     def __init__(self, check_input=True):
         self.check_input = check_input
@@ -83,6 +84,30 @@ class VerifyInstrument(PassInstrument):
             if violations:
                 raise GraphInvariantError([str(v) for v in violations],
                                           context=f"output of pass {pass_.name!r}")
+        if result.view is not None and _index_differs(result.view, result.graph_def):
+            raise GraphInvariantError(
+                [f"pass {pass_.name!r} handed on an index that is not its output's"],
+                context="index check")
+
+
+def _index_differs(view, graph_def):
+    """Whether ``view`` is not an index of ``graph_def`` (compared with a fresh one)."""
+    from npu_adapter.graph.view import GraphView
+
+    if view.graph_def is not graph_def:
+        return True
+    fresh = GraphView(graph_def)
+    if any(getattr(view, key) != getattr(fresh, key)
+           for key in ("names", "ops", "data_inputs", "control_inputs", "nodes")):
+        return True
+    # (A rebound index shares what was worked out so far: the dtypes and the graph's
+    # settings must still hold.)
+    if "node_settings" in view.cache:
+        from npu_adapter.pipeline.graph_config import node_settings
+
+        if view.cache["node_settings"] != node_settings(fresh):
+            return True
+    return any(view.output_types(i) != fresh.output_types(i) for i in range(len(fresh)))
 
 
 class TimingInstrument(PassInstrument):

@@ -65,9 +65,13 @@ class PassManager:
 
     __str__ = pipeline_text
 
-    def run(self, graph_def, ctx=None):
+    def run(self, graph_def, ctx=None, view=None):
         """Run every pass in order, each on the previous one's output; returns a
-        :class:`PipelineResult`. ``graph_def`` is never modified (the pass contract)."""
+        :class:`PipelineResult`. ``graph_def`` is never modified (the pass contract).
+
+        ``view``: the index of ``graph_def`` when the caller has one. Each pass gets the index
+        its predecessor handed on (``PassResult.view``), or builds its own.
+        """
         ctx = ctx if ctx is not None else PassContext()
         entered = []
         ok = False
@@ -84,7 +88,7 @@ class PassManager:
                 try:
                     for inst in self.instruments:
                         inst.before_pass(index, pass_, current, ctx)
-                    result = pass_(current, ctx)
+                    result = pass_(current, ctx, view)
                     for inst in self.instruments:
                         inst.after_pass(index, pass_, current, result, ctx)
                 except Exception as exc:
@@ -101,7 +105,7 @@ class PassManager:
                         raise
                     raise PassError(pass_.name, previous, exc) from exc
                 results.append((pass_.name, result))
-                current = result.graph_def
+                current, view = result.graph_def, result.view
             ok = True
         finally:
             for inst in entered:
