@@ -192,7 +192,6 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
 
 def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num, pipeline,
              op_support, instruments, use_cache, lazy_weights, derive):
-    import npu_adapter.passes as passes_pkg
     from npu_adapter.backends import get_backend
     from npu_adapter.pipeline.dump_instruments import rewrite_dump_instruments
 
@@ -210,87 +209,141 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
                for f in _names(fetches, "fetches", "logits:0")]
     targets = [t[1:] if t.startswith("^") else t for t in _names(targets, "targets", "train_op")]
     feeds = _names(feeds, "feeds", "input:0")
-    user_graph, payloads = graph_def, None
     # Whether anybody looks at the intermediate graphs (dumps, instruments). When nobody does,
     # the passes run without the large constants' data (see graph/payload.py), which is put
     # back into the final graph (with lazy_weights, when the result's graph_def is first read).
     watched = bool(dump_instruments or instruments)
-    view = GraphView(graph_def)
-    if not watched:
-        graph_def, payloads = strip_payloads(graph_def, view=view)
-        if payloads is not None:
-            view = view.rebind(graph_def)  # (only the Consts' data differ)
-    _check_input(graph_def, view)
+    user_view = GraphView(graph_def)
+    light, payloads = (graph_def, None) if watched else strip_payloads(graph_def, view=user_view)
+    if payloads is not None:
+        user_view = user_view.rebind(light)  # (only the Consts' data differ)
+    _check_input(light, user_view)
 
     # Extract the client graph of the run signature.
-    user_view, feed_map = view, {}
-    if fetches or targets:
-        # Lower ports of partly fetched multi-output nodes are fetched too, so the alias that
-        # keeps the node's name (see keep_user_names below) has a value for each port.
-        client = extract_client_graph(graph_def, complete_fetch_ports(fetches), targets, feeds,
-                                      view=view)
-        work, feed_map, view = client.graph_def, dict(client.feeds), client.view
-    elif feeds:
-        raise GraphError("feeds need fetches or targets (the run signature)")
-    else:
-        work = graph_def
-
-    cache_key = disk = None
+    work, work_view, feed_map = _client_graph(light, user_view, fetches, targets, feeds)
+    cache = None
     if use_cache and not watched:
-        from npu_adapter.pipeline import rewrite_cache
-
-        cache_key = rewrite_cache.rewrite_key(
-            work, fetches=fetches, targets=targets, feeds=sorted(feed_map), config=npu_config,
-            backend=backend_obj, graph_num=graph_num, pipeline=pipeline,
-            op_support=op_support if op_support is not None
-            else backend_obj.op_support(npu_config))
-        hit = rewrite_cache.MEMORY.get(cache_key)
-        # Only backends whose rewritten graphs hold nothing process-bound share them on disk
-        # (the CANN lowering registers a callback token per cluster in this process).
-        if hit is None and getattr(backend_obj, "portable_rewrites", False):
-            disk = rewrite_cache.disk_cache(npu_config)
-            hit = disk.get(cache_key) if disk is not None else None
-            if hit is not None:
-                rewrite_cache.MEMORY.put(cache_key, *hit)
+        cache = _CacheEntry(work, fetches, targets, feed_map, npu_config, backend_obj, graph_num,
+                            pipeline, op_support)
+        hit = cache.lookup(payloads, lazy_weights)
         if hit is not None:
-            light, result = hit
-            if payloads is None:
-                result.graph_def = light
-            elif lazy_weights:
-                result.with_light_graph(light, payloads)
-            else:
-                result.graph_def = payloads.restore(light)
-            return result
+            return hit
 
     # Run the pipeline.
     ctx = PassContext(config=npu_config, backend=backend_obj,
                       fetches=tuple(complete_fetch_ports(fetches)),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),
                       op_support=op_support)
-    timing = TimingInstrument()
-    checks = []
-    if os.environ.get("NPU_ADAPTER_CHECK_PASSES", "") not in ("", "0"):
-        # Debug aid (always on in our tests): verify the graph after every pass and fail any
-        # pass that mutates its input or misreports `modified`.
-        checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument()]
-    # Placement is read from the graph entering `encapsulate`: every node still carries its
-    # annotation there (encapsulate drops them from the graph it writes).
-    capture = CaptureInstrument(["encapsulate"], stage="before")
-    manager = passes_pkg.PassManager.from_pipeline(
-        pipeline or passes_pkg.DEFAULT_PIPELINE,
-        [timing, capture, *checks, *instruments, *dump_instruments])
-    work_view = view if view is not None and view.graph_def is work else None
-    outcome = manager.run(work, ctx, work_view)  # (the index extraction made, not made again)
+    run = _PipelineRun(pipeline, [*instruments, *dump_instruments])
+    outcome = run.manager.run(work, ctx, view=work_view)  # (the index extraction made)
 
     # Describe the result.
-    final = outcome.graph_def
     lazy = lazy_weights and payloads is not None
-    light = None
-    if cache_key is not None and not lazy:
-        light = type(final)()
-        light.CopyFrom(final)  # the restore below fills the weights in place
+    final = outcome.graph_def
+    cached_graph = None
+    if cache is not None and not lazy:
+        cached_graph = type(final)()
+        cached_graph.CopyFrom(final)  # the restore below fills the weights in place
     if payloads is not None and not lazy:
         payloads.restore(final)  # (a graph of this call's: the light input or the passes')
+    result = _describe(outcome, run, user_graph=graph_def, light=light, user_view=user_view,
+                       work=work, work_view=work_view, fetches=fetches, targets=targets,
+                       feed_map=feed_map, lazy=lazy, own_final=not instruments)
+    if cached_graph is not None and result.aliases:
+        # The cached light copy was taken before the aliases were added: give it the same nodes.
+        cached_graph.node.extend(n for n in result.graph_def.node if n.name in result.aliases)
+    if lazy:
+        cached_graph = result.graph_def  # (light: the cache copies it)
+        result.with_light_graph(result.graph_def, payloads)
+    if derive is not None:
+        result.derived.update(derive(result))
+    if cache is not None:
+        cache.store(cached_graph, result)
+    return result
+
+
+def _client_graph(graph_def, view, fetches, targets, feeds):
+    """``(work, work_view, feed_map)``: the client graph of the run signature, its index when
+    extraction made one (or ``view`` itself for the whole graph), and the fed tensors."""
+    if fetches or targets:
+        # Lower ports of partly fetched multi-output nodes are fetched too, so the alias that
+        # keeps the node's name (see keep_user_names) has a value for each port.
+        client = extract_client_graph(graph_def, complete_fetch_ports(fetches), targets, feeds,
+                                      view=view)
+        return client.graph_def, client.view, dict(client.feeds)
+    if feeds:
+        raise GraphError("feeds need fetches or targets (the run signature)")
+    return graph_def, view, {}
+
+
+class _CacheEntry:
+    """The entry of one rewrite in the rewrite caches (:mod:`npu_adapter.pipeline.rewrite_cache`):
+    the process's memory, and the disk cache named by the options for backends whose rewritten
+    graphs hold nothing process-bound (the CANN lowering registers a callback token per cluster
+    in this process)."""
+
+    def __init__(self, work, fetches, targets, feed_map, config, backend, graph_num, pipeline,
+                 op_support):
+        from npu_adapter.pipeline import rewrite_cache
+
+        self.caches = rewrite_cache
+        self.key = rewrite_cache.rewrite_key(
+            work, fetches=fetches, targets=targets, feeds=sorted(feed_map), config=config,
+            backend=backend, graph_num=graph_num, pipeline=pipeline,
+            op_support=op_support if op_support is not None else backend.op_support(config))
+        self.config = config
+        self.portable = getattr(backend, "portable_rewrites", False)
+        self.disk = None  # (opened when the memory misses)
+
+    def lookup(self, payloads, lazy_weights):
+        """The cached result with its graph (weights put back, or with ``lazy_weights`` on first
+        read), or None."""
+        hit = self.caches.MEMORY.get(self.key)
+        if hit is None and self.portable:
+            self.disk = self.caches.disk_cache(self.config)
+            hit = self.disk.get(self.key) if self.disk is not None else None
+            if hit is not None:
+                self.caches.MEMORY.put(self.key, *hit)
+        if hit is None:
+            return None
+        light, result = hit
+        if payloads is None:
+            result.graph_def = light
+        elif lazy_weights:
+            result.with_light_graph(light, payloads)
+        else:
+            result.graph_def = payloads.restore(light)
+        return result
+
+    def store(self, light, result):
+        """Remember ``result`` with ``light`` (its graph without the large weights)."""
+        self.caches.MEMORY.put(self.key, light, result)
+        if self.disk is not None:
+            self.disk.put(self.key, light, result)
+
+
+class _PipelineRun:
+    """The pass manager of one rewrite with the instruments ``rewrite`` adds: timing, the capture
+    of the graph entering ``encapsulate`` (where every node still carries its placement) and,
+    with ``NPU_ADAPTER_CHECK_PASSES``, the checks of every pass (always on in our tests)."""
+
+    def __init__(self, pipeline, extra):
+        import npu_adapter.passes as passes_pkg
+
+        self.timing = TimingInstrument()
+        self.capture = CaptureInstrument(["encapsulate"], stage="before")
+        checks = []
+        if os.environ.get("NPU_ADAPTER_CHECK_PASSES", "") not in ("", "0"):
+            checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument()]
+        self.manager = passes_pkg.PassManager.from_pipeline(
+            pipeline or passes_pkg.DEFAULT_PIPELINE, [self.timing, self.capture, *checks, *extra])
+
+
+def _describe(outcome, run, *, user_graph, light, user_view, work, work_view, fetches, targets,
+              feed_map, lazy, own_final):
+    """The :class:`RewriteResult` of a pipeline run: clusters, maps and the aliases that keep the
+    user's names, read from the final graph; the placement from the annotated one."""
+    final = outcome.graph_def
     client_names = work_view.names if work_view is not None else [n.name for n in work.node]
     report_fetches = fetches or _sink_fetches(work_view or GraphView(work))[0]
     clusters = clusters_from_graph(final)
@@ -298,33 +351,30 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
     tensor_map = _tensor_map(present, clusters, report_fetches, feed_map)
     # The whole op map is built when it is first read; the aliases need the targets' only.
     target_ops = _op_map(present, clusters, targets, targets) if targets else {}
-    # The user's fetched, fed and target names stay valid in the rewritten graph (aliases).
-    annotated = capture.graphs.get("encapsulate", final)
+    annotated = run.capture.graphs.get("encapsulate", final)
     placement = None
     if annotated is final:  # (no encapsulate ran: read it before the aliases are added)
         placement = placement_from_graph(annotated, client_names)
-    final, aliases = keep_user_names(final, graph_def, fetches=report_fetches,
-                                     feed_map=feed_map, targets=targets, tensor_map=tensor_map,
-                                     op_map=target_ops, present=present, user_view=user_view,
-                                     # (a graph the passes made that no instrument saw)
-                                     in_place=final is not work and final is not graph_def
-                                     and final is not user_graph and not instruments)
-    if light is not None and aliases:
-        # The cached light copy was taken before the aliases were added: give it the same nodes.
-        light.node.extend(node for node in final.node if node.name in aliases)
+    # The user's fetched, fed and target names stay valid in the rewritten graph (aliases),
+    # added in place to a graph the passes made and no instrument saw.
+    final, aliases = keep_user_names(
+        final, light, fetches=report_fetches, feed_map=feed_map, targets=targets,
+        tensor_map=tensor_map, op_map=target_ops, present=present, user_view=user_view,
+        in_place=own_final and final is not work and final is not light
+        and final is not user_graph)
     result = RewriteResult(
         graph_def=final,
         clusters=clusters,
         placement=placement,
         # (A light final graph compares with the light input, their weights being the same.)
-        modified=final is not user_graph and final is not graph_def
-        and final != (graph_def if lazy else user_graph),
+        modified=final is not user_graph and final is not light
+        and final != (light if lazy else user_graph),
         skip_reason=next((r.info["skipped"] for _, r in outcome.results
                           if "skipped" in r.info), None),
         tensor_map=tensor_map,
         feed_map=feed_map,
-        pipeline=manager.pipeline_text(),
-        timings=list(timing.timings),
+        pipeline=run.manager.pipeline_text(),
+        timings=list(run.timing.timings),
         pass_info={name: r.info for name, r in outcome.results},
         aliases=aliases,
     )
@@ -333,18 +383,5 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
         # pass or instrument changes.
         result.with_lazy_placement(functools.partial(placement_from_graph, annotated,
                                                      client_names))
-    result.with_lazy_op_map(functools.partial(_op_map, frozenset(present), clusters,
-                                              client_names, targets))
-    if lazy:
-        result.with_light_graph(final, payloads)
-        light = final  # the cache copies it
-    if derive is not None:
-        result.derived.update(derive(result))
-    if cache_key is not None:
-        from npu_adapter.pipeline import rewrite_cache
-
-        rewrite_cache.MEMORY.put(cache_key, light, result)
-        if disk is not None:
-            disk.put(cache_key, light, result)
-    return result
-
+    return result.with_lazy_op_map(functools.partial(_op_map, frozenset(present), clusters,
+                                                     client_names, targets))
