@@ -67,22 +67,6 @@ def test_guide_example_shape_in_no_gear_is_a_named_error():
     assert "gear 2: data:0:1,1,40,80;label:0:1,60;mask:0:4,4" in message
 
 
-def test_gear_structure_case_and_static_branches():
-    res = rewrite(seed_graph(), SEED_CONFIG, fetches=SEED_FETCHES)
-    functions = {f.signature.name: f for f in res.graph_def.library.function}
-    dispatcher = functions["GeOp1_0"]
-    (case,) = [n for n in dispatcher.node_def if n.op == "Case"]
-    assert [f.name for f in case.attr["branches"].list.func] == [
-        "GeOp1_0_gear_0", "GeOp1_0_gear_1", "GeOp1_0_gear_2"]
-    branch = functions["GeOp1_0_gear_2"]
-    pinned = {n.attr["shape"].shape.SerializeToString() for n in branch.node_def
-              if n.op == "EnsureShape"}
-    assert tf.TensorShape([4, 4]).as_proto().SerializeToString() in pinned
-    node = next(n for n in res.graph_def.node if n.name == "GeOp1_0")
-    assert node.attr["_input_shape"].s.decode() == SEED_INPUT_SHAPE
-    assert node.attr["_npu_adapter_gear_policy"].s == b"exact"
-
-
 def test_gears_are_deterministic():
     a = rewrite(seed_graph(), SEED_CONFIG, fetches=SEED_FETCHES).graph_def
     b = rewrite(seed_graph(), SEED_CONFIG, fetches=SEED_FETCHES).graph_def

@@ -161,14 +161,6 @@ def test_2_3_run_bit_for_bit_on_cpu(mix):
     assert len(res.clusters) == (2 if mix else 1)
 
 
-def test_unique_is_gray_in_the_bundled_list_so_mix_mode_keeps_it_on_host():
-    gd = mix_compile_graph(without_scope=False)
-    res = rewrite(gd, {"mix_compile_mode": True}, fetches=["ArgMax:0"])
-    assert reason(res, "Unique") == ("host", "gray_op_in_mix_mode")
-    res = rewrite(gd, {"mix_compile_mode": False}, fetches=["ArgMax:0"])
-    assert reason(res, "Unique") == ("npu", "supported")
-
-
 # --------------------------------------------------------------------------- 4-10: in_out_pair
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_4_in_out_pair_flag_true_offloads_the_region(backend):
