@@ -135,6 +135,11 @@ class _Clusterer:
 
         preds_of = view.predecessor_table()
         back = [op in LOOP_BACK_EDGE_OPS for op in ops]
+        into_exits = _loop_exit_edges(view)
+        if into_exits:
+            preds_of = [preds + into_exits[i] if i in into_exits else preds
+                        for i, preds in enumerate(preds_of)]
+            order = _topological_order(preds_of, back)
         # Per node, whether edges out of it are left out of the contraction: edges out of loop
         # back-edge sources are not in the DAG; edges out of an IteratorGetNext are not
         # contracted in lazy_recompile + enable_dp.
@@ -474,6 +479,47 @@ def variable_copies(view, names):
                 if target not in targets:
                     targets.append(target)
     return copies
+
+
+def _loop_exit_edges(view):
+    """Per ``Exit`` of a TF1 while loop, the ``Enter`` nodes of its frame, as extra producers.
+
+    Every value that enters a loop can reach every exit of it, but in the acyclic view (back edges
+    out of ``NextIteration`` left out) that path often does not exist: a gradient accumulator's
+    ``Exit`` depends on what the loop body adds only through its back edge. Without these edges a
+    cluster could feed a loop and also consume what leaves it (a cycle through the loop that
+    deadlocks the step). TensorFlow's own clustering for XLA lifts the edges into and out of a
+    frame onto one node per frame to the same effect.
+    """
+    frame_of, _, members = _rules.while_frames(view)
+    ops = view.ops
+    extra = {}
+    for f, nodes in members.items():
+        enters = [i for i in nodes if ops[i] in _rules.ENTER_OPS and frame_of[i] == f]
+        for i in nodes:
+            if ops[i] in _rules.EXIT_OPS:
+                extra[i] = enters
+    return extra
+
+
+def _topological_order(preds_of, back):
+    """Kahn's order of the predecessor table without edges out of back-edge sources, seeded and
+    queued in GraphDef order (deterministic)."""
+    n = len(preds_of)
+    indegree = [0] * n
+    succ = [[] for _ in range(n)]
+    for dst, preds in enumerate(preds_of):
+        for src in preds:
+            if not back[src]:
+                indegree[dst] += 1
+                succ[src].append(dst)
+    order = [i for i in range(n) if indegree[i] == 0]
+    for i in order:
+        for dst in succ[i]:
+            indegree[dst] -= 1
+            if indegree[dst] == 0:
+                order.append(dst)
+    return order
 
 
 def _atomic_groups(view):
