@@ -59,8 +59,8 @@ _CROSSING_TYPES = frozenset(list(_CROSS_RULE_REASON) + [t + REF_OFFSET for t in 
 _VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp"})
 _ITERATOR_OPS = frozenset({"Iterator", "IteratorV2"})
 _GETNEXT_OPS = frozenset({"IteratorGetNext", "GetNext"})
-_ENTER_OPS = frozenset({"Enter", "RefEnter"})
-_EXIT_OPS = frozenset({"Exit", "RefExit"})
+ENTER_OPS = frozenset({"Enter", "RefEnter"})
+EXIT_OPS = frozenset({"Exit", "RefExit"})
 
 
 def _func_names(node):
@@ -86,8 +86,9 @@ class SupportOracle:
         self._functions = {}
         self._per_op = {}
         self._nodes = view.nodes
-        # Whether a node may carry _without_npu_compile (else each answer is its op type's).
-        self._without_possible = view.may_carry_attr(WITHOUT_NPU_COMPILE_ATTR)
+        # Whether a node carries _without_npu_compile (else each answer is its op type's).
+        self._without_possible = any(WITHOUT_NPU_COMPILE_ATTR in node.attr
+                                     for node in self._nodes)
 
     def function_supported(self, name, _stack=None):
         """True when library function ``name`` holds only supported ops (Consts allowed).
@@ -304,10 +305,10 @@ def _compute_while_frames(view):
             if op in LOOP_BACK_EDGE_OPS:
                 continue
             f = frame_of[s]
-            if f and op in _EXIT_OPS:
+            if f and op in EXIT_OPS:
                 f = parent[f]
             break
-        if ops[i] in _ENTER_OPS:
+        if ops[i] in ENTER_OPS:
             key = (f, nodes[i].attr["frame_name"].s)
             if key not in child_ids:
                 child_ids[key] = len(parent)

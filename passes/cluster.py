@@ -54,7 +54,7 @@ from npu_adapter.vocabulary import (
 )
 
 from . import _rules
-from ._common import copy_graph, read_placements, remember_placements
+from ._common import copy_graph, read_placements
 from ._outside import outside_members
 
 __all__ = ["ClusterPass", "cluster_name"]
@@ -135,6 +135,11 @@ class _Clusterer:
 
         preds_of = view.predecessor_table()
         back = [op in LOOP_BACK_EDGE_OPS for op in ops]
+        into_exits = _loop_exit_edges(view)
+        if into_exits:
+            preds_of = [preds + into_exits[i] if i in into_exits else preds
+                        for i, preds in enumerate(preds_of)]
+            order = _topological_order(preds_of, back)
         # Per node, whether edges out of it are left out of the contraction: edges out of loop
         # back-edge sources are not in the DAG; edges out of an IteratorGetNext are not
         # contracted in lazy_recompile + enable_dp.
@@ -418,8 +423,6 @@ def _scope_labels(view):
     labels = [None] * len(view.ops)
     key = SUBGRAPH_MULTI_DIMS_INDEX_ATTR
     stale = False
-    if not view.may_carry_attr(key) and not view.may_carry_attr(CLUSTER_ATTR):
-        return labels, stale
     for i, node in enumerate(view.nodes):
         attrs = node.attr
         if key in attrs:
@@ -478,6 +481,47 @@ def variable_copies(view, names):
     return copies
 
 
+def _loop_exit_edges(view):
+    """Per ``Exit`` of a TF1 while loop, the ``Enter`` nodes of its frame, as extra producers.
+
+    Every value that enters a loop can reach every exit of it, but in the acyclic view (back edges
+    out of ``NextIteration`` left out) that path often does not exist: a gradient accumulator's
+    ``Exit`` depends on what the loop body adds only through its back edge. Without these edges a
+    cluster could feed a loop and also consume what leaves it (a cycle through the loop that
+    deadlocks the step). TensorFlow's own clustering for XLA lifts the edges into and out of a
+    frame onto one node per frame to the same effect.
+    """
+    frame_of, _, members = _rules.while_frames(view)
+    ops = view.ops
+    extra = {}
+    for f, nodes in members.items():
+        enters = [i for i in nodes if ops[i] in _rules.ENTER_OPS and frame_of[i] == f]
+        for i in nodes:
+            if ops[i] in _rules.EXIT_OPS:
+                extra[i] = enters
+    return extra
+
+
+def _topological_order(preds_of, back):
+    """Kahn's order of the predecessor table without edges out of back-edge sources, seeded and
+    queued in GraphDef order (deterministic)."""
+    n = len(preds_of)
+    indegree = [0] * n
+    succ = [[] for _ in range(n)]
+    for dst, preds in enumerate(preds_of):
+        for src in preds:
+            if not back[src]:
+                indegree[dst] += 1
+                succ[src].append(dst)
+    order = [i for i in range(n) if indegree[i] == 0]
+    for i in order:
+        for dst in succ[i]:
+            indegree[dst] -= 1
+            if indegree[dst] == 0:
+                order.append(dst)
+    return order
+
+
 def _atomic_groups(view):
     frame_of, parent, members = _rules.while_frames(view)
     groups = []
@@ -509,11 +553,11 @@ class ClusterPass(PassBase):
                                             "(-1: use npu_adapter_max_clusters; 0: no limit)"),
     }
 
-    def run(self, graph_def, ctx):
-        view = ctx.graph_view(graph_def)
-        config = ctx.get_config()
+    def run(self, graph_def, ctx, view):
+        config = ctx.config
         graph_config = read_graph_config(view, config)
         candidate, reasons = read_placements(view)
+        initially_candidate = list(candidate)  # (the clustering below moves some to the host)
         mix = bool(config.mix_compile_mode)
         lazy = graph_config.dynamic_input and \
             graph_config.dynamic_graph_execute_mode == "lazy_recompile"
@@ -562,21 +606,17 @@ class ClusterPass(PassBase):
             raise RewriteError("clustering did not converge", code="Internal")
 
         clusters.sort(key=lambda members: members[0])
-        # In place when the run owns the input, except over a stale clustering (whether the
-        # output differs is then found by comparing it with the input).
-        in_place = ctx.may_edit(graph_def) and not stale
-        out = graph_def if in_place else copy_graph(graph_def)
+        out = copy_graph(graph_def)
         names = {}
         for k, members in enumerate(clusters):
             name = cluster_name(ctx.graph_num, k)
             for i in members:
                 names[i] = name
-        initially_candidate, _ = read_placements(view, copy=False)
         copies = {}
         if names and mix and config.variable_placement != "Host" and \
-                not ctx.get_backend().keeps_state_on_host:
+                not ctx.backend.keeps_state_on_host:
             copies = variable_copies(view, names)
-        outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
+        outside = outside_members(view, names, ctx.backend, groups) if names else {}
         out_nodes = list(out.node)  # a plain list: indexing the repeated field costs more
         if stale:  # a stale earlier clustering
             for node in out_nodes:
@@ -595,36 +635,23 @@ class ClusterPass(PassBase):
             out_nodes[i].attr[EXECUTES_ATTR].s = reason.encode()
         for i, targets in copies.items():
             out_nodes[i].attr[COPIED_INTO_ATTR].list.s.extend(t.encode() for t in targets)
-        final_reasons = dict(reasons)
         # Without a stale clustering, the output differs from the input exactly when a node
         # joined a cluster (no node had the attr) or a placement annotation changed: known
         # here without comparing two whole graphs.
         host = _HostAnnotations(view.nodes, out_nodes)
         for i, reason in dropped.items():
             host.set(i, reason)
-            final_reasons[i] = reason
         for i, was in enumerate(initially_candidate):
             if was and not candidate[i] and i not in dropped:
                 host.set(i, reasons[i])
-        placement_changed = host.changed
-        modified = out != graph_def if stale else bool(names) or placement_changed
-        if modified:
-            out_view = view.rebind(out)
-            out_view.note_attr_written(CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR)
-            ctx.register_view(out, out_view)
-            final = [i in names for i in range(len(initially_candidate))]
-            remember_placements(out_view, final, final_reasons)
-            out_view.cache[("clusters", id(out))] = (out, names, outside, copies)
-            # The members of each cluster in GraphDef order (what encapsulate groups them into).
-            out_view.cache[("cluster_members", id(out))] = (out, [
-                (cluster_name(ctx.graph_num, k), members) for k, members in enumerate(clusters)])
+        modified = out != graph_def if stale else bool(names) or host.changed
         return PassResult(out if modified else graph_def, modified, {
             "clusters": [cluster_name(ctx.graph_num, k) for k in range(len(clusters))],
             "sizes": [len(m) for m in clusters],
             "dropped": len(dropped),
             "run_outside": len(outside),
             "copied_variables": len(copies),
-        })
+        }, view.rebind(out) if modified else None)
 
     @staticmethod
     def _release_orphan_consts(view, candidate, reasons):

@@ -355,28 +355,16 @@ class InsertGearsPass(PassBase):
 
     name = "insert_gears"
 
-    def run(self, graph_def, ctx):
-        config = ctx.get_config()
-        # Cheap checks first: most graphs have no gears, and indexing a big graph costs.
-        functions = {f.signature.name: f for f in graph_def.library.function}
-        nodes = graph_def.node
-        cluster_functions = [nodes[i].attr["function"].func.name
-                             for i, op in enumerate(ctx.node_ops(graph_def)) if op == GEOP_OP]
-        if not cluster_functions:
+    def run(self, graph_def, ctx, view):
+        config = ctx.config
+        geops = [i for i, op in enumerate(view.ops) if op == GEOP_OP]
+        if not geops:
             return PassResult(graph_def, False, {"clusters": 0})
-        # Which bodies carry a subgraph_multi_dims_scope shape: known from encapsulate (the
-        # scoped_functions fact covers the functions of the body_names fact), else read.
-        facts = ctx.known_facts(graph_def) or {}
-        described = facts.get("body_names", {}) if "scoped_functions" in facts else {}
-        has_scopes = any(
-            name in facts["scoped_functions"] if name in described
-            else any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr
-                     for body in functions[name].node_def)
-            for name in cluster_functions)
+        functions = view.functions
+        has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr for i in geops
+                         for body in functions[view.nodes[i].attr["function"].func.name].node_def)
         if config.dims_trio() is None and not has_scopes:
             return PassResult(graph_def, False, {"clusters": 0})
-        view = ctx.graph_view(graph_def)
-        geops = [i for i, op in enumerate(view.ops) if op == GEOP_OP]
         if config.dims_trio() is not None:
             if has_scopes:
                 import warnings

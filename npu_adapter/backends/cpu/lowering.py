@@ -28,8 +28,7 @@ __all__ = ["CpuReferenceBackend", "lower_to_function_calls", "is_state_owner"]
 _UNNAMED_STATE = frozenset({"OneShotIterator"})
 
 
-def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolate=False,
-                            ctx=None):
+def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolate=False):
     """Copy of ``graph_def`` where every ``GeOp`` node is a call of its function.
 
     The call keeps the node's name, inputs, ``Tin``/``Tout`` and every ``_``-prefixed attr (the
@@ -43,29 +42,15 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
     after inlining a call, the arithmetic optimizer can get the sign of
     ``Neg(Neg(Mul(Neg(x), y)))`` wrong when ``Neg(x)`` is also returned by the function — at the
     price of rounding differences in some graphs (kernels then run in the function runtime).
-
-    With the pass context ``ctx``, the op types it knows of ``graph_def`` pick the ``GeOp``
-    nodes, and the output's are recorded for the next passes.
     """
     from tensorflow.core.framework import graph_pb2
 
     called = set()
-    ops = ctx.node_ops(graph_def) if ctx is not None else None
-    known = (ctx.known_facts(graph_def) or {}) if ctx is not None else {}
-    if ctx is not None and ctx.may_edit(graph_def):
-        # The run owns the input: edit it rather than copy every node and function body. Its
-        # view and facts name GeOp nodes: gone with the edit.
-        out = graph_def
-        ctx.forget(graph_def)
-    else:
-        out = graph_pb2.GraphDef()
-        out.CopyFrom(graph_def)
-    if ops is None:
-        geops = [node for node in out.node if node.op == GEOP_OP]
-    else:
-        nodes = out.node
-        geops = [nodes[i] for i, op in enumerate(ops) if op == GEOP_OP]
-    for node in geops:
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+    for node in out.node:
+        if node.op != GEOP_OP:
+            continue
         called.add(node.attr["function"].func.name)
         node.op = call_op
         node.attr["f"].func.name = node.attr["function"].func.name
@@ -80,16 +65,6 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
             name = fdef.signature.name
             if name in called or name.rpartition("_gear_")[0] in called:
                 fdef.attr["_noinline"].b = True
-    if ops is not None:
-        facts = ctx.graph_facts(out)
-        facts["ops"] = [call_op if op == GEOP_OP else op for op in ops]
-        if "names" in known:
-            facts["names"] = known["names"]  # every node keeps its name
-        for fact in ("body_names", "scoped_functions"):  # the bodies are as they were
-            if fact in known:
-                facts[fact] = known[fact]
-        if known.get("annotation_free"):
-            facts["annotation_free"] = True  # the calls carry what the GeOps carried
     return out
 
 
@@ -126,11 +101,10 @@ class CpuReferenceBackend(Backend):
         return None
 
     def lower(self, graph_def, clusters, ctx):
-        config = ctx.get_config() if ctx is not None else None
+        config = ctx.config if ctx is not None else None
         isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
-        # (Always a new graph here: lower_to_function_calls copies, or owns its input.)
-        return name_state_of_copies(lower_to_function_calls(graph_def, isolate=isolate,
-                                                            ctx=ctx))
+        # (Always a new graph here: lower_to_function_calls copies its input.)
+        return name_state_of_copies(lower_to_function_calls(graph_def, isolate=isolate))
 
     def available(self):
         return True, "runs anywhere TensorFlow runs"

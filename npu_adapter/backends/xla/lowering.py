@@ -163,7 +163,7 @@ class XlaBackend(CpuReferenceBackend):
         return None
 
     def lower(self, graph_def, clusters, ctx):
-        config = ctx.get_config() if ctx is not None else None
+        config = ctx.config if ctx is not None else None
         directory = getattr(config, "graph_compiler_cache_dir", None)
         if directory:
             from npu_adapter.backends.xla.persistent_cache import check_cache_dir
