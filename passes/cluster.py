@@ -7,7 +7,8 @@ attribute); candidates that end up in no cluster are re-annotated as host with t
 Algorithm:
 
 1. Contraction. Every node is a vertex of a :class:`~npu_adapter.graph.cycles.GraphCycles` DAG
-   (edges out of ``NextIteration`` are loop back edges and left out). Edges between two
+   (edges out of ``NextIteration`` are loop back edges and left out; in their place every
+   ``Enter`` of a loop is a producer of each of its ``Exit`` nodes). Edges between two
    candidates are contracted, in topological order of their source and repeated to a fixed
    point, whenever no other path joins the two ends — so no cluster can sit on a cycle. With
    lazy_recompile + enable_dp, edges out of an ``IteratorGetNext`` are not contracted (the GetNext
@@ -95,6 +96,57 @@ def cluster_name(graph_num, k):
     return f"GeOp{graph_num}_{k}"
 
 
+class _Condensed:
+    """The graph with every phase-1 group as one vertex, in a GraphCycles structure.
+
+    ``cnode[i]`` is node i's vertex; per vertex, ``candidate``, ``label``, ``blocked`` (an edge
+    out of it is not contracted), ``preds`` (its producers, in a dict for insertion order) and
+    ``order`` (Kahn's order, seeded in the original topological order).
+    """
+
+    def __init__(self, order, comp, preds_of, back, no_contract, candidate, labels):
+        index_of = {}
+        members_of = []
+        for i in order:
+            r = comp[i]
+            if r not in index_of:
+                index_of[r] = len(members_of)
+                members_of.append(r)
+        m = len(members_of)
+        self.cnode = cnode = [index_of[r] for r in comp]
+        succ_sets = [set() for _ in range(m)]
+        self.preds = preds_c = [{} for _ in range(m)]
+        self.blocked = blocked = [False] * m
+        for v in range(len(comp)):
+            cv = cnode[v]
+            if no_contract[v] and not back[v]:
+                blocked[cv] = True
+            if comp[v] != v:
+                continue  # joined in phase 1: every producer is in its own group
+            for u in preds_of[v]:
+                if back[u]:
+                    continue
+                cu = cnode[u]
+                if cu != cv:
+                    succ_sets[cu].add(cv)
+                    preds_c[cv][cu] = None
+        self.candidate = [candidate[r] for r in members_of]
+        self.label = [labels[r] for r in members_of]
+        indegree = [len(p) for p in preds_c]
+        self.order = c_order = [c for c in range(m) if indegree[c] == 0]
+        succ_lists = [sorted(s_) for s_ in succ_sets]
+        for c in c_order:
+            for d in succ_lists[c]:
+                indegree[d] -= 1
+                if indegree[d] == 0:
+                    c_order.append(d)
+        rank = [0] * m
+        for r_, c in enumerate(c_order):
+            rank[c] = r_
+        # (The successor sets and the predecessors are the DAG's: no copy of either.)
+        self.cycles = GraphCycles.from_edge_sets(rank, succ_sets, [set(p) for p in preds_c])
+
+
 class _Clusterer:
     """One clustering attempt over a fixed candidate set."""
 
@@ -109,32 +161,16 @@ class _Clusterer:
         self.block_getnext = block_getnext
 
     def run(self):
+        """The clusters (lists of node indices, largest first) and the candidates dropped from
+        every cluster, with their reasons."""
         view = self.view
-        nodes = view.nodes
-        ops = view.ops
-        n = len(nodes)
         order, remaining = view.topological_order(skip_back_edges=True)
         if remaining:
-            cycle = view.find_cycle() or [nodes[i].name for i in remaining[:10]]
+            cycle = view.find_cycle() or [view.nodes[i].name for i in remaining[:10]]
             raise RewriteError("Input graph has a cycle: " + " -> ".join(cycle),
                                code="Unimplemented")
-        candidate = self.candidate
-        labels = self.labels
-        block = self.block_getnext
-
-        # Phase 1, linear: a node whose producers all lie in one and the same group of its own
-        # kind joins it — candidates with candidates (same scope label), host nodes with host
-        # nodes (host groups only shrink the graph the cycle checks search; they never become
-        # clusters). No path can leave a convex group and come back into such a node (its every
-        # input is inside), so this needs no search; it absorbs chains and trees.
-        #
-        # ``comp[i]`` is the first node of i's group, and it stays flat (no chains to follow):
-        # a node joins the group of an earlier node, which was visited before and, being the
-        # first of its group, never joins another group afterwards.
-        comp = list(range(n))
-
         preds_of = view.predecessor_table()
-        back = [op in LOOP_BACK_EDGE_OPS for op in ops]
+        back = [op in LOOP_BACK_EDGE_OPS for op in view.ops]
         into_exits = _loop_exit_edges(view)
         if into_exits:
             preds_of = [preds + into_exits[i] if i in into_exits else preds
@@ -143,7 +179,28 @@ class _Clusterer:
         # Per node, whether edges out of it are left out of the contraction: edges out of loop
         # back-edge sources are not in the DAG; edges out of an IteratorGetNext are not
         # contracted in lazy_recompile + enable_dp.
-        no_contract = [b or (block and op == "IteratorGetNext") for b, op in zip(back, ops)]
+        no_contract = [b or (self.block_getnext and op == "IteratorGetNext")
+                       for b, op in zip(back, view.ops)]
+        comp = self._absorb(order, preds_of, back, no_contract)
+        condensed = _Condensed(order, comp, preds_of, back, no_contract, self.candidate,
+                               self.labels)
+        parent, find = self._contract(condensed)
+        return self._clusters(condensed, parent, find)
+
+    def _absorb(self, order, preds_of, back, no_contract):
+        """Phase 1, linear: a node whose producers all lie in one and the same group of its own
+        kind joins it — candidates with candidates (same scope label), host nodes with host
+        nodes (host groups only shrink the graph the cycle checks search; they never become
+        clusters). No path can leave a convex group and come back into such a node (its every
+        input is inside), so this needs no search; it absorbs chains and trees.
+
+        Returns ``comp``: ``comp[i]`` is the first node of i's group, and it stays flat (no
+        chains to follow): a node joins the group of an earlier node, which was visited before
+        and, being the first of its group, never joins another group afterwards.
+        """
+        candidate = self.candidate
+        labels = self.labels
+        comp = list(range(len(candidate)))
         for dst in order:
             preds = preds_of[dst]
             if not preds:
@@ -165,54 +222,16 @@ class _Clusterer:
                     break
             if target is not None:
                 comp[dst] = target
+        return comp
 
-        # Phase 2: the condensed graph (phase-1 clusters and host nodes as single vertices) in a
-        # GraphCycles structure, and cycle-checked contraction of the remaining edges.
-        index_of = {}
-        members_of = []
-        for i in order:
-            r = comp[i]
-            if r not in index_of:
-                index_of[r] = len(members_of)
-                members_of.append(r)
-        m = len(members_of)
-        cnode = [index_of[r] for r in comp]
-        succ_sets = [set() for _ in range(m)]
-        preds_c = [{} for _ in range(m)]
-        c_blocked = [False] * m
-        for v in range(n):
-            cv = cnode[v]
-            if no_contract[v] and not back[v]:
-                c_blocked[cv] = True
-            if comp[v] != v:
-                continue  # joined in phase 1: every producer is in its own group
-            for u in preds_of[v]:
-                if back[u]:
-                    continue
-                cu = cnode[u]
-                if cu != cv:
-                    succ_sets[cu].add(cv)
-                    preds_c[cv][cu] = None
-        c_candidate = [candidate[r] for r in members_of]
-        c_label = [labels[r] for r in members_of]
-        # Kahn's order of the condensed DAG, seeded in the original topological order.
-        indegree = [len(p) for p in preds_c]
-        c_order = [c for c in range(m) if indegree[c] == 0]
-        head = 0
-        succ_lists = [sorted(s_) for s_ in succ_sets]
-        while head < len(c_order):
-            c = c_order[head]
-            head += 1
-            for d in succ_lists[c]:
-                indegree[d] -= 1
-                if indegree[d] == 0:
-                    c_order.append(d)
-        rank = [0] * m
-        for r_, c in enumerate(c_order):
-            rank[c] = r_
-        # (The successor sets and the predecessors are the DAG's: no copy of either.)
-        cycles = GraphCycles.from_edge_sets(rank, succ_sets, [set(p) for p in preds_c])
-
+    def _contract(self, condensed):
+        """Phase 2: cycle-checked contraction of the condensed graph's candidate edges, repeated
+        to a fixed point. Returns the union-find forest (``parent``) and its ``find``."""
+        cycles = condensed.cycles
+        c_candidate = condensed.candidate
+        c_label = condensed.label
+        preds_c = condensed.preds
+        m = len(c_candidate)
         parent = list(range(m))
 
         def find(x):
@@ -231,11 +250,12 @@ class _Clusterer:
         host = [not c for c in c_candidate]
         # The producers each candidate may contract with do not change between sweeps.
         contractible = []
-        for dst in c_order:
+        for dst in condensed.order:
             if c_candidate[dst]:
                 label = c_label[dst]
                 sources = [src for src in preds_c[dst]
-                           if c_candidate[src] and not c_blocked[src] and c_label[src] == label]
+                           if c_candidate[src] and not condensed.blocked[src]
+                           and c_label[src] == label]
                 if sources:
                     contractible.append((dst, sources))
         c_rank = cycles.rank
@@ -285,10 +305,17 @@ class _Clusterer:
                 if not settled:
                     unsettled.append(entry)
             contractible = unsettled
+        return parent, find
 
+    def _clusters(self, condensed, parent, find):
+        """The candidates grouped by their contracted vertex, largest first, lone NoOp/Identity
+        clusters dropped and independent clusters merged."""
+        nodes = self.view.nodes
+        candidate = self.candidate
+        cnode = condensed.cnode
         groups = {}
-        root = [c if parent[c] == c else find(c) for c in range(m)]
-        for i in range(n):
+        root = [c if parent[c] == c else find(c) for c in range(len(parent))]
+        for i in range(len(candidate)):
             if candidate[i]:
                 r = root[cnode[i]]
                 members = groups.get(r)
@@ -308,7 +335,7 @@ class _Clusterer:
                     kept.append((rep, members))
             clusters = kept
         if len(clusters) > 1:
-            clusters = self._merge(cycles, find, parent, clusters, dropped)
+            clusters = self._merge(condensed.cycles, find, parent, clusters, dropped)
         return [members for _, members in clusters], dropped
 
     def _merge(self, cycles, find, parent, clusters, dropped):
