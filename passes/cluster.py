@@ -529,6 +529,19 @@ def _loop_exit_edges(view):
     return extra
 
 
+def _ref_tied(view, dropped, cluster_of):
+    """The dropped candidates joined to a cluster member by a ref edge, in either direction."""
+    edge_type = view.edge_type
+    tied = []
+    for i in sorted(dropped):
+        ins = (slot for slot, (src, _) in enumerate(view.data_inputs[i]) if src in cluster_of)
+        outs = ((d, slot) for d, slot, _ in view.data_outputs[i] if d in cluster_of)
+        if any(is_ref_type(edge_type(i, slot) or 0) for slot in ins) or \
+                any(is_ref_type(edge_type(d, slot) or 0) for d, slot in outs):
+            tied.append(i)
+    return tied
+
+
 def _topological_order(preds_of, back):
     """Kahn's order of the predecessor table without edges out of back-edge sources, seeded and
     queued in GraphDef order (deterministic)."""
@@ -597,7 +610,8 @@ class ClusterPass(PassBase):
         ipl = int(config.iterations_per_loop)
         enable_dp = bool(config.enable_data_pre_proc)
 
-        for _attempt in range(len(groups) + 1):
+        # Each attempt after the first moves at least one more candidate to the host.
+        for _attempt in range(sum(candidate) + 1):
             clusterer = _Clusterer(view, candidate, mix=mix, lazy=lazy, labels=labels,
                                    block_getnext=graph_config.is_dynamic_getnext)
             clusters, dropped = clusterer.run()
@@ -616,9 +630,15 @@ class ClusterPass(PassBase):
                 clusters = ranked[:max_clusters]
             cluster_of = {i: k for k, members in enumerate(clusters) for i in members}
             broken = _group_split(groups, cluster_of, candidate)
-            if not broken:
+            ref_tied = _ref_tied(view, dropped, cluster_of)
+            if not broken and not ref_tied:
                 break
             # A loop or cond region would be split: keep it wholly on the host and start over.
+            # A dropped candidate tied to a cluster by a ref edge (a ref variable and its update
+            # split by full offload's largest cluster) is a host node from now on: the infection
+            # below then takes the other end of every ref edge to the host as well, so the
+            # variable, its reads and its updates stay together, as ref edges never cross the
+            # boundary.
             moved = []
             for reason, members in broken:
                 for i in members:
@@ -626,6 +646,11 @@ class ClusterPass(PassBase):
                         candidate[i] = False
                         reasons[i] = reason
                         moved.append(i)
+            for i in ref_tied:
+                if candidate[i]:
+                    candidate[i] = False
+                    reasons[i] = dropped[i]
+                    moved.append(i)
             _rules.infect(view, candidate, reasons, moved, iterations_per_loop=ipl,
                           enable_dp=enable_dp)
             self._release_orphan_consts(view, candidate, reasons)
@@ -640,7 +665,9 @@ class ClusterPass(PassBase):
             for i in members:
                 names[i] = name
         copies = {}
-        if names and mix and config.variable_placement != "Host" and \
+        # Several clusters kept (mix mode, or lazy_recompile): each cluster that reads a
+        # variable through a ref or resource edge gets its own copy, shared by name.
+        if names and (mix or lazy) and config.variable_placement != "Host" and \
                 not ctx.backend.keeps_state_on_host:
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.backend, groups) if names else {}
