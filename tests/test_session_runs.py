@@ -363,3 +363,25 @@ def test_a_session_refused_for_its_options_is_deleted_quietly(monkeypatch):
     finally:
         (npu_adapter.install if was else npu_adapter.uninstall)()
     assert unraisable == []
+
+
+@pytest.mark.parametrize("options", [{}, {"mix_compile_mode": True}], ids=["full", "mix"])
+def test_a_random_op_keeps_its_sequence_when_a_default_is_fed_on_some_runs(options):
+    """Feeding a ``placeholder_with_default`` on some runs only makes two signatures; the random
+    op after it continues one sequence through both, as in plain TensorFlow."""
+    def arr(seed, rows):
+        return np.random.RandomState(seed).randn(rows, 4).astype(np.float32)
+
+    def values(session_class):
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(0)
+            x = tf1.placeholder_with_default(arr(1, 2), [None, 4], name="x")
+            y = tf.math.tanh(x + tf.random.normal(tf.shape(x), seed=2), name="y")
+        with session_class(graph=graph, config=NpuConfig.from_dict(options).to_config_proto()) \
+                as sess:
+            return [sess.run(y), sess.run(y, {x: arr(2, 3)}), sess.run(y),
+                    sess.run(y, {x: arr(3, 2)})]
+
+    for ours, plain in zip(values(NpuSession), values(plain_session_class())):
+        np.testing.assert_array_equal(ours, plain)
