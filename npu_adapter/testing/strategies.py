@@ -542,18 +542,30 @@ class _Generator:
 
     def add_update(self):
         state = self.state
-        kind = self.pick(UPDATES)
+        # Training steps are what TF1 scripts run most: drawn twice as often as each other kind.
+        kind = self.pick(UPDATES[:2] + UPDATES[1:])
         updated = frozenset().union(*(u.variables for u in state.updates))
         sources = [t for t in state.pool if self.safe(t, state.updates)]
         if kind == "optimizer":
-            sources = [t for t in sources if t.diff - updated]
-            if not sources:
-                kind = "assign_add"
-                sources = [t for t in state.pool if self.safe(t, state.updates)]
-        a = self.recent(sources)
-        if kind == "optimizer":
+            trainable = [t for t in sources if t.diff - updated]
+            if trainable:
+                a = self.recent(trainable)
+            else:  # nothing to train yet: a layer with a new weight
+                a = self.dense(self.recent(sources))
             return self.optimizer_step(a, sorted(a.diff - updated))
-        return self.assign_add(a, kind, updated)
+        return self.assign_add(self.recent(sources), kind, updated)
+
+    def dense(self, a):
+        """``a`` through a new variable: a MatMul, or a product with a bias-shaped one."""
+        if len(a.shape) == 2 and isinstance(a.shape[1], int):
+            w = self.variable((a.shape[1], self.pick(_WIDTHS)))
+            return self.tensor(lambda n: call("tf.linalg.matmul", ref(a.name), ref(w.name),
+                                              name=n),
+                               (a.shape[0], w.shape[1]), [a, w], feedable=True)
+        shape = (a.shape[-1],) if a.shape and isinstance(a.shape[-1], int) else ()
+        v = self.variable(shape)
+        return self.tensor(lambda n: call("tf.math.multiply", ref(a.name), ref(v.name), name=n),
+                           a.shape, [a, v], feedable=True)
 
     def commit(self, update):
         """Keep ``update`` if every earlier update's source stays valid with it."""
@@ -690,7 +702,9 @@ class _Generator:
         state = self.state
         steps = []
         for step in range(self.steps):
-            batch = _BATCHES[step % len(_BATCHES)]
+            # The batch of the step: the fed input's, else the default's (the first batch).
+            x_fed = step in state.feeds.get("x:0", ((), ()))[1]
+            batch = _BATCHES[step % len(_BATCHES)] if x_fed else _BATCHES[0]
             values = []
             for name, (shape, fed, dtype) in sorted(state.feeds.items()):
                 if step not in fed:
