@@ -464,10 +464,21 @@ def assert_session_equivalent(build, option_sets, *, steps=3, feeds=None, init=(
 
     Returns:
         The :class:`SessionComparison` when every option set gives plain TensorFlow's values.
+
+    Raises:
+        SessionMismatchError: an option set differs or fails.
+        InvalidGraphError: the graph fails in plain TensorFlow, or plain TensorFlow is not
+            reproducible on it (an unseeded random op; oneDNN's kernels).
     """
     comparison = compare_sessions(build, option_sets, steps=steps, feeds=feeds, init=init,
                                   session_config=session_config,
                                   compare_variables=compare_variables)
+    unreproducible = [o for o in comparison.outcomes if o.status == "unreproducible"]
+    if unreproducible:
+        raise InvalidGraphError(
+            "plain TensorFlow gives different values from run to run on this graph, so a "
+            "difference proves nothing: seed every random op, and set TF_ENABLE_ONEDNN_OPTS=0 "
+            "before TensorFlow is imported")
     failed = comparison.failed
     if failed:
         first = failed[0]
