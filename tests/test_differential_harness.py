@@ -3,8 +3,10 @@ session comparison (what it reports for a match, a mismatch, a failure, a bad gr
 fuzz command's arguments. The run over random graphs is tests/test_differential.py."""
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -279,10 +281,7 @@ def test_fuzz_rejects_bad_arguments(argv, message, capsys):
         fuzz_main(argv)
     assert caught.value.code == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()[-1]) > 0
-    import re
-
-    assert re.search(message, err), err
+    assert re.search(message, err.strip().splitlines()[-1]), err
 
 
 def test_fuzz_runs_a_few_graphs_and_writes_its_report(tmp_path, capsys):
@@ -318,3 +317,13 @@ def test_a_printed_reproducer_is_a_script_that_runs(tmp_path):
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert case.build_source() in script.read_text()
+
+
+def test_the_example_of_docs_testing_md_runs(capsys):
+    text = (Path(ROOT) / "docs" / "testing.md").read_text(encoding="utf-8")
+    example = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    try:
+        exec(example, {"__name__": "docs_testing_example"})  # the page's code, as a user runs it
+    finally:
+        unregister_backend("host_conv")
+    assert capsys.readouterr().out.endswith("every option set gives plain TensorFlow's values\n")
