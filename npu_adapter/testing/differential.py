@@ -46,6 +46,7 @@ __all__ = [
     "SessionMismatchError",
     "assert_session_equivalent",
     "compare_sessions",
+    "error_summary",
     "option_sets_by_name",
 ]
 
@@ -134,8 +135,19 @@ class RunFailure:
     message: str
 
     def describe(self):
-        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
-        return f"failed at {self.phase}: {self.error_type}: {first}"
+        return f"failed at {self.phase}: {self.error_type}: {error_summary(self.message)}"
+
+
+def error_summary(message):
+    """The line of an error message that says what went wrong: TensorFlow's run errors start
+    with "Graph execution error:" and the stack of the node where they were detected."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    for line in lines:
+        if line[0].isspace() or line.startswith(("Graph execution error:", "Detected at node",
+                                                 "Node: ", "Original stack trace")):
+            continue
+        return line.strip()
+    return lines[0].strip() if lines else ""
 
 
 @dataclass

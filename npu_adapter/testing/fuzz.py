@@ -49,8 +49,15 @@ class Defect:
     option_sets: dict = field(default_factory=dict)  # name -> count
     first_message: str = ""
     reproducer: str = ""
-    shrunk: bool = False
+    shrinking: str = "not shrunk"  # or "the smallest found", "shrinking stopped at ..."
     shrunk_message: str = ""
+    graphs: int = 0
+    features: dict = field(default_factory=dict)  # feature -> graphs showing the defect
+
+    def common_features(self, limit=6):
+        """The features most of its graphs have, as text: a hint at the cause."""
+        ranked = sorted(self.features.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        return ", ".join(f"{name} ({count} of {self.graphs})" for name, count in ranked)
 
 
 @dataclass
@@ -116,11 +123,11 @@ class FuzzResult:
         parts.append(f"\nGraphs per feature: {features}.\n")
         for i, defect in enumerate(self.defects.values(), 1):
             where = ", ".join(f"{k} ({v})" for k, v in defect.option_sets.items())
-            shrunk = "the smallest found" if defect.shrunk else \
-                "shrinking stopped at its time budget"
             parts.append(f"\n## {i}. {defect.key}\n\nOption sets (runs): {where}.\n\n"
+                         f"Features of its graphs: {defect.common_features()}.\n\n"
                          f"First seen:\n\n```\n{defect.first_message}\n```\n\n"
-                         f"Reproducer ({shrunk}):\n\n```python\n{defect.reproducer}```\n")
+                         f"Reproducer ({defect.shrinking}):\n\n```python\n"
+                         f"{defect.reproducer}```\n")
             if defect.shrunk_message:
                 parts.append(f"\nIt gives:\n\n```\n{defect.shrunk_message}\n```\n")
         for message, reproducer in self.invalid_examples.items():
@@ -130,8 +137,11 @@ class FuzzResult:
 
 
 def _blank(text):
-    """A message with quoted names and numbers blanked, so one defect gives one key."""
-    text = text.strip().splitlines()[0] if text.strip() else ""
+    """The line of a message that says what went wrong, with quoted names and numbers
+    blanked, so that one defect gives one key."""
+    from npu_adapter.testing.differential import error_summary
+
+    text = error_summary(text)
     text = re.sub(r"'[^']*'", "'…'", text)
     text = re.sub(r'"[^"]*"', '"…"', text)
     text = re.sub(r"\d+", "N", text)
@@ -151,7 +161,8 @@ def defect_key(outcome):
             size = "rounding (at most 4 ulp)"
         else:
             size = "values"
-        return f"mismatch: {first.kind} {size}"
+        when = "at the first step" if first.step == 0 else "after the first step"
+        return f"mismatch: {first.kind} {size} {when}"
     return None
 
 
@@ -172,7 +183,10 @@ def _found(key, case):
 def run_fuzz(option_sets, *, seed=0, minutes=None, max_examples=None, max_ops=8, steps=3,
              shrink_seconds=120, batch_size=20, log=print):
     """Run random graphs under ``option_sets`` (:class:`OptionSet` entries) until ``minutes``
-    or ``max_examples`` run out; returns a :class:`FuzzResult`."""
+    or ``max_examples`` run out; returns a :class:`FuzzResult`.
+
+    Each new kind of defect is shrunk for at most ``shrink_seconds``; with 0 nothing is shrunk
+    and the graphs drawn depend on the seed alone (not on what failed), as CI wants."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
@@ -208,6 +222,7 @@ def run_fuzz(option_sets, *, seed=0, minutes=None, max_examples=None, max_ops=8,
         for feature in case.features:
             result.features[feature] = result.features.get(feature, 0) + 1
         new = None
+        keys = set()
         for outcome in comparison.outcomes:
             figures = result.figures.setdefault(outcome.option_set, _SetFigures())
             figures.graphs += 1
@@ -234,7 +249,12 @@ def run_fuzz(option_sets, *, seed=0, minutes=None, max_examples=None, max_ops=8,
                     new = (key, outcome.option_set, outcome.describe())
             defect.option_sets[outcome.option_set] = \
                 defect.option_sets.get(outcome.option_set, 0) + 1
-        if new is not None:
+            if key not in keys:
+                keys.add(key)
+                defect.graphs += 1
+                for feature in case.features:
+                    defect.features[feature] = defect.features.get(feature, 0) + 1
+        if new is not None and shrink_seconds > 0:
             target.update(key=new[0], option_set=new[1], expired=False,
                           failing={case: new[2]}, budget=time.monotonic() + shrink_seconds)
             _found(new[0], case)
@@ -275,7 +295,8 @@ def run_fuzz(option_sets, *, seed=0, minutes=None, max_examples=None, max_ops=8,
             defect = result.defects[found.key]
             defect.reproducer = found.case.reproducer(
                 found.case.option_sets([by_name[target["option_set"]]]), comment=found.key)
-            defect.shrunk = not target["expired"]
+            defect.shrinking = "shrinking stopped at its time budget" if target["expired"] \
+                else "the smallest found"
             defect.shrunk_message = target["failing"].get(found.case, "")
             target.clear()
         batch += 1
@@ -306,7 +327,8 @@ def _parse_args(argv):
     parser.add_argument("--max-ops", type=int, default=8, help="most ops per graph (default 8)")
     parser.add_argument("--steps", type=int, default=3, help="steps per graph (default 3)")
     parser.add_argument("--shrink-seconds", type=float, default=120,
-                        help="time to shrink each kind of defect (default 120)")
+                        help="time to shrink each kind of defect (default 120; 0: no "
+                             "shrinking)")
     parser.add_argument("--report", metavar="FILE", help="also write the report (Markdown)")
     return parser, parser.parse_args(argv)
 

@@ -578,7 +578,13 @@ class _Generator:
         return True
 
     def optimizer_step(self, a, var_list):
+        """A training step on ``mean(square(a))``: ``minimize``, or, as a loss-scale optimizer
+        does, gradients computed outside a ``cond`` that applies them. The loss may go through
+        an op no device takes first (so the step is split between host and device)."""
         state = self.state
+        if "host_op" in self.families and self.chance():
+            a = self.op_host_op(a)
+            state.features.add("host_op")
         loss = self.tensor(lambda n: call("tf.math.reduce_mean", call("tf.math.square",
                                                                       ref(a.name)), name=n),
                            (), [a], name=state.fresh("loss"))
@@ -588,10 +594,26 @@ class _Generator:
         if not self.commit(update):
             return
         state.features.add("optimizer")
-        self.emit(Assign(name, call(Attr(call(f"tf.compat.v1.train.{optimizer}", *args),
-                                         "minimize"),
-                                    ref(loss.name), var_list=[ref(v) for v in var_list],
-                                    name=name)))
+        make = call(f"tf.compat.v1.train.{optimizer}", *args)
+        variables = [ref(v) for v in var_list]
+        # A v2 cond captures its inputs by value: only resource variables update inside it.
+        in_cond = "cond" in self.families and (
+            state.control_flow == "v1" or not set(var_list) & state.ref_variables) and \
+            self.chance()
+        if not in_cond:
+            self.emit(Assign(name, call(Attr(make, "minimize"), ref(loss.name),
+                                        var_list=variables, name=name)))
+        else:
+            state.features.add("optimizer_in_cond")
+            optimizer_name, grads = name.replace("train", "optimizer"), \
+                name.replace("train", "grads")
+            self.emit(Assign(optimizer_name, make))
+            self.emit(Assign(grads, call(Attr(ref(optimizer_name), "compute_gradients"),
+                                         ref(loss.name), var_list=variables)))
+            pred, _ = self.predicate(a)
+            apply = call(Attr(ref(optimizer_name), "apply_gradients"), ref(grads))
+            self.emit(Assign(name, call("tf.compat.v1.cond", pred, Lambda((), apply),
+                                        Lambda((), call("tf.no_op")), name=name)))
         self.read_after(update)
 
     def assign_add(self, a, kind, updated):
@@ -678,7 +700,7 @@ class _Generator:
             gears = ()  # the original counts every fed tensor as an input of the gears
         if state.variables:
             state.features.add("variables")
-        if state.features & {"cond", "while_loop", "cond_update"}:
+        if state.features & {"cond", "while_loop", "cond_update", "optimizer_in_cond"}:
             state.features.add(f"control_flow_{control_flow}")
         return GraphCase(Program(tuple(state.statements)), tuple(fetches),
                          tuple(u.name for u in state.updates), tuple(state.init), feeds,
