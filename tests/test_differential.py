@@ -7,7 +7,8 @@ The graphs depend on the seed alone, so the outcome is the same on every run of 
 number of graph runs per option set that show it — so that CI stays green while they are being
 fixed and fails on anything else: a new kind of defect, a known one on more graphs or under
 another option set, or one that went away (then shrink the list:
-``python tests/test_differential.py`` prints the current one). The goal is an empty list.
+``TF_ENABLE_ONEDNN_OPTS=0 python tests/test_differential.py`` prints the current one). The goal
+is an empty list.
 """
 
 import pprint
@@ -104,6 +105,8 @@ def test_random_graphs_give_plain_tensorflows_values_but_the_known_defects(resul
         pytest.fail(f"the differential tester's findings changed.\n{result.table()}\n"
                     f"new or changed (option set: graph runs): {pprint.pformat(new)}\n"
                     f"gone (fixed? remove them from KNOWN_DEFECTS): {pprint.pformat(gone)}\n"
+                    "(TF_ENABLE_ONEDNN_OPTS=0 python tests/test_differential.py prints the "
+                    "current list)\n"
                     f"{details}")
 
 

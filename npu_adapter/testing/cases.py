@@ -24,9 +24,11 @@ class FeedValue:
     dtype: str = "float32"
 
     def value(self):
+        """The array."""
         return seeded_array(self.seed, self.shape, self.dtype)
 
     def source(self):
+        """The call that makes it, as Python source."""
         dtype = "" if self.dtype == "float32" else f", {literal_source(self.dtype)}"
         return f"seeded_array({self.seed}, {literal_source(list(self.shape))}{dtype})"
 
@@ -57,6 +59,7 @@ class GraphCase:
 
     @property
     def steps(self):
+        """The runs the case makes (one feed dict each)."""
         return len(self.feeds)
 
     def build(self):

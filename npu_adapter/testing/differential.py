@@ -123,6 +123,7 @@ class Mismatch:
     difference: Difference
 
     def describe(self):
+        """One line: the step, the tensor and how it differs."""
         return f"step {self.step}, {self.kind} {self.tensor}: {self.difference.describe()}"
 
 
@@ -135,6 +136,7 @@ class RunFailure:
     message: str
 
     def describe(self):
+        """One line: the phase, the error type and what went wrong."""
         return f"failed at {self.phase}: {self.error_type}: {error_summary(self.message)}"
 
 
@@ -173,6 +175,7 @@ class RunOutcome:
         return "mismatch" if self.mismatches else "equal"
 
     def describe(self):
+        """The option set with its options (as Python), then what it gave."""
         head = f"option set {self.option_set} {literal_source(self.options)}"
         if self.status == "unreproducible":
             return f"{head}: plain TensorFlow is not reproducible on this graph"
@@ -203,6 +206,7 @@ class SessionComparison:
         return sum(o.compared for o in self.outcomes)
 
     def describe(self):
+        """Each option set's outcome, one after the other."""
         return "\n".join(o.describe() for o in self.outcomes)
 
 

@@ -76,14 +76,17 @@ class FuzzResult:
 
     @property
     def runs(self):
+        """Graph x option-set runs."""
         return sum(f.graphs for f in self.figures.values())
 
     @property
     def mismatches(self):
+        """Runs that gave other values than plain TensorFlow."""
         return sum(f.mismatches for f in self.figures.values())
 
     @property
     def failures(self):
+        """Runs that raised where plain TensorFlow ran."""
         return sum(f.failures for f in self.figures.values())
 
     def table(self):
@@ -109,6 +112,7 @@ class FuzzResult:
         return "\n".join([line(rows[0]), separator] + [line(r) for r in rows[1:]])
 
     def summary(self):
+        """One line of figures."""
         return (f"{self.graphs} graphs ({self.invalid} invalid), {self.runs} graph x option-set "
                 f"runs, {sum(f.compared for f in self.figures.values())} values compared, "
                 f"{self.mismatches} mismatches, {self.failures} failures, "
@@ -364,6 +368,7 @@ def _option_sets(parser, args):
 
 
 def main(argv=None):
+    """The command line (see the module docstring); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser, args = _parse_args(argv)
     if args.minutes is None and args.max_examples is None:
