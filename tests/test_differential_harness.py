@@ -233,6 +233,14 @@ def test_a_graph_plain_tensorflow_cannot_run_is_the_callers_error():
         compare_sessions(_tanh_model, {"full": {}}, feeds={"x:0": seeded_array(7, [2, 5])})
 
 
+def test_a_build_function_tensorflow_refuses_is_the_callers_error():
+    def build():
+        return [tf.reshape(tf1.placeholder(tf.float32, [None, 3]), [5])]
+
+    with pytest.raises(InvalidGraphError, match="at build: ValueError: Dimension size must"):
+        compare_sessions(build, {"full": {}})
+
+
 def test_plain_tensorflow_that_is_not_reproducible_proves_nothing():
     def unseeded():
         return [tf.random.normal([3], name="noise")]  # no graph seed, no op seed

@@ -131,7 +131,7 @@ class Mismatch:
 class RunFailure:
     """The NPU side raised where plain TensorFlow did not."""
 
-    phase: str  # "session", "init", "step N", "variables after step N", "close"
+    phase: str  # "build", "session", "init", "step N", "variables after step N", "close"
     error_type: str
     message: str
 
@@ -290,7 +290,12 @@ def _run_side(build, make_session, *, steps, feeds, init, variables, config):
     trace = _Trace()
     graph = tf.Graph()
     with graph.as_default(), _control_flow_v2_kept():
-        tensors, targets = _split_fetches(build())
+        try:
+            fetched = build()
+        except Exception as error:  # TensorFlow refuses the graph: plain cannot run it either
+            trace.error = ("build", error)
+            return trace
+        tensors, targets = _split_fetches(fetched)
         init_ops = [_tf1.global_variables_initializer(), _tf1.local_variables_initializer(),
                     _tf1.tables_initializer()]
         init_ops += [graph.get_operation_by_name(name) for name in init]
