@@ -251,6 +251,23 @@ def test_plain_tensorflow_that_is_not_reproducible_proves_nothing():
         assert_session_equivalent(unseeded, {"full": {}}, steps=1)
 
 
+def test_plain_tensorflow_that_ignores_a_feed_is_no_reference():
+    """TensorFlow 2.15-2.21's arithmetic optimizer computes t * 2 from p when t = p + p is fed
+    (plain TensorFlow ignores the feed); the rewritten path honours it, as TF1 did."""
+    def build():
+        p = tf1.placeholder(tf.float32, [2], name="p")
+        t = tf.math.add(p, p, name="t")
+        return [tf.math.multiply(t, 2.0, name="y")]
+
+    feeds = {"p:0": np.float32([0.0, 0.0]), "t:0": np.float32([10.0, 10.0])}
+    sets = {"rewritten": {"npu_adapter_run_on_user_graph": False}}
+    comparison = compare_sessions(build, sets, feeds=feeds, steps=1)
+    assert comparison.outcomes[0].status == "plain_ignores_feed" and not comparison.failed
+    assert "the NPU session honours the feed" in comparison.describe()
+    with pytest.raises(InvalidGraphError, match="plain TensorFlow ignores a fed tensor"):
+        assert_session_equivalent(build, sets, feeds=feeds, steps=1)
+
+
 def test_bad_option_sets_are_rejected_before_anything_runs():
     with pytest.raises(NpuConfigError, match="mix_compile_mode"):
         compare_sessions(_tanh_model, {"bad": {"mix_compile_mode": "yes"}})

@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 _tf1 = tf.compat.v1
+_PLACEHOLDERS = ("Placeholder", "PlaceholderWithDefault")
 
 
 @dataclass(frozen=True)
@@ -162,14 +163,17 @@ class RunOutcome:
     compared: int = 0
     mismatches: Tuple[Mismatch, ...] = ()
     failure: Optional[RunFailure] = None
-    plain_reproducible: bool = True
+    reference_problem: str = ""  # "", "unreproducible" or "plain_ignores_feed"
 
     @property
     def status(self):
-        """``equal``, ``mismatch``, ``failure`` or ``unreproducible`` (plain TensorFlow gave
-        two different results for the same graph: the difference proves nothing)."""
-        if not self.plain_reproducible:
-            return "unreproducible"
+        """``equal``, ``mismatch`` or ``failure``; or, when a difference shows but plain
+        TensorFlow is no reference for this graph, ``unreproducible`` (plain TensorFlow gave
+        two different results for it) or ``plain_ignores_feed`` (plain TensorFlow's arithmetic
+        optimizer computes a consumer of a fed tensor from that tensor's inputs, ignoring the
+        feed, and the NPU session gives what plain TensorFlow gives with that optimizer off)."""
+        if self.reference_problem:
+            return self.reference_problem
         if self.failure is not None:
             return "failure"
         return "mismatch" if self.mismatches else "equal"
@@ -179,6 +183,9 @@ class RunOutcome:
         head = f"option set {self.option_set} {literal_source(self.options)}"
         if self.status == "unreproducible":
             return f"{head}: plain TensorFlow is not reproducible on this graph"
+        if self.status == "plain_ignores_feed":
+            return (f"{head}: plain TensorFlow ignores a fed tensor (its arithmetic optimizer "
+                    "rewrites through it); the NPU session honours the feed")
         if self.failure is not None:
             return f"{head}: {self.failure.describe()}"
         if self.mismatches:
@@ -218,6 +225,7 @@ class _Trace:
 
     values: list = field(default_factory=list)  # (phase, "fetch"/"variable", [(name, value)])
     variables: list = field(default_factory=list)
+    feeds_intermediate: bool = False  # a fed tensor is not a placeholder's output
     error: Optional[Tuple[str, BaseException]] = None
 
 
@@ -319,6 +327,7 @@ def _run_side(build, make_session, *, steps, feeds, init, variables, config):
             phase = f"step {step}"
             feed_dict = {graph.get_tensor_by_name(_tensor_name(k)): v
                          for k, v in _feeds_for_step(feeds, step).items()}
+            trace.feeds_intermediate |= any(t.op.type not in _PLACEHOLDERS for t in feed_dict)
             values = sess.run(tensors + targets, feed_dict)[:len(tensors)]
             trace.values.append((phase, "fetch", list(zip(fetch_names, values))))
             if reads:
@@ -452,7 +461,7 @@ def compare_sessions(build, option_sets, *, steps=3, feeds=None, init=(), sessio
         raise InvalidGraphError(f"the graph fails in plain TensorFlow at {phase}: "
                                 f"{type(error).__name__}: {_message(error)}") from error
     run["variables"] = tuple(expected.variables)
-    second_plain = None
+    second_plain = unoptimised = None
     outcomes = []
     with _npu_sessions():
         for name, options in sets:
@@ -467,9 +476,30 @@ def compare_sessions(build, option_sets, *, steps=3, feeds=None, init=(), sessio
                 if second_plain is None:
                     second_plain = _run_side(build, plain_session, config=plain_config,
                                              **run)
-                outcome.plain_reproducible = _same_trace(expected, second_plain)
+                if not _same_trace(expected, second_plain):
+                    outcome.reference_problem = "unreproducible"
+                elif expected.feeds_intermediate:
+                    # TensorFlow 2.15-2.21's arithmetic optimizer may rewrite a consumer of a
+                    # fed tensor in terms of that tensor's inputs (feeding t = p + p, then
+                    # t * 2 is computed as p * 4): plain TensorFlow then ignores the feed.
+                    if unoptimised is None:
+                        unoptimised = _run_side(build, plain_session,
+                                                config=_without_arithmetic(plain_config), **run)
+                    if unoptimised.error is None and _same_trace(unoptimised, actual):
+                        outcome.reference_problem = "plain_ignores_feed"
             outcomes.append(outcome)
     return SessionComparison(steps, outcomes)
+
+
+def _without_arithmetic(config):
+    """``config`` with Grappler's arithmetic optimizer off."""
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    copy = _tf1.ConfigProto()
+    copy.CopyFrom(config)
+    copy.graph_options.rewrite_options.arithmetic_optimization = \
+        rewriter_config_pb2.RewriterConfig.OFF
+    return copy
 
 
 def _message(error):
@@ -488,18 +518,24 @@ def assert_session_equivalent(build, option_sets, *, steps=3, feeds=None, init=(
 
     Raises:
         SessionMismatchError: an option set differs or fails.
-        InvalidGraphError: the graph fails in plain TensorFlow, or plain TensorFlow is not
-            reproducible on it (an unseeded random op; oneDNN's kernels).
+        InvalidGraphError: the graph fails in plain TensorFlow, or plain TensorFlow is no
+            reference for it: not reproducible (an unseeded random op; oneDNN's kernels), or
+            ignoring a fed tensor (see :attr:`RunOutcome.status`).
     """
     comparison = compare_sessions(build, option_sets, steps=steps, feeds=feeds, init=init,
                                   session_config=session_config,
                                   compare_variables=compare_variables)
-    unreproducible = [o for o in comparison.outcomes if o.status == "unreproducible"]
-    if unreproducible:
+    statuses = {o.status for o in comparison.outcomes}
+    if "unreproducible" in statuses:
         raise InvalidGraphError(
             "plain TensorFlow gives different values from run to run on this graph, so a "
             "difference proves nothing: seed every random op, and set TF_ENABLE_ONEDNN_OPTS=0 "
             "before TensorFlow is imported")
+    if "plain_ignores_feed" in statuses:
+        raise InvalidGraphError(
+            "plain TensorFlow ignores a fed tensor on this graph (its arithmetic optimizer "
+            "computes a consumer from the fed tensor's inputs), so it is no reference: feed "
+            "placeholders, or compare with arithmetic_optimization off in session_config")
     failed = comparison.failed
     if failed:
         first = failed[0]

@@ -38,6 +38,7 @@ class _SetFigures:
     mismatches: int = 0
     failures: int = 0
     unreproducible: int = 0
+    ignored_feeds: int = 0
 
 
 @dataclass
@@ -92,14 +93,15 @@ class FuzzResult:
     def table(self):
         """The figures per option set, as a Markdown table."""
         rows = [("option set", "graphs run", "values compared", "mismatches", "failures",
-                 "plain not reproducible")]
+                 "plain not reproducible", "plain ignores a feed")]
         for name in self.option_sets:
             f = self.figures.get(name, _SetFigures())
             rows.append((name, f.graphs, f.compared, f.mismatches, f.failures,
-                         f.unreproducible))
+                         f.unreproducible, f.ignored_feeds))
         total = ("total", self.runs, sum(f.compared for f in self.figures.values()),
                  self.mismatches, self.failures,
-                 sum(f.unreproducible for f in self.figures.values()))
+                 sum(f.unreproducible for f in self.figures.values()),
+                 sum(f.ignored_feeds for f in self.figures.values()))
         rows.append(total)
         widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
 
@@ -234,6 +236,9 @@ def run_fuzz(option_sets, *, seed=0, minutes=None, max_examples=None, max_ops=8,
             status = outcome.status
             if status == "unreproducible":
                 figures.unreproducible += 1
+                continue
+            if status == "plain_ignores_feed":
+                figures.ignored_feeds += 1
                 continue
             if status == "equal":
                 continue
