@@ -33,6 +33,7 @@ from bench.harness import (
     run_process,
     summarize,
 )
+from npu_adapter.session import runner_of
 
 __all__ = ["NAME", "TITLE", "models_needed", "run", "worker_main", "FIRST_RUN_TARGET",
            "WARM_TARGET", "RSS_TARGET"]
@@ -253,11 +254,11 @@ def worker_main(argv=None):
     clusters = rewrite_s = disk_hits = None
     if args.mode == "npu":
         from npu_adapter.config import NpuConfig
-        from npu_adapter.pipeline import rewrite_cache
+        from npu_adapter.session import rewrite_cache
 
         disk = rewrite_cache.disk_cache(NpuConfig.from_config_proto(config))
         disk_hits = disk.stats.hits if disk is not None else None
-        result = sess.npu_rewrite_result(fetches, spec.feeds)
+        result = runner_of(sess).rewrite_result(fetches, spec.feeds)
         clusters = len(result.clusters) if result is not None else 0
         rewrite_s = sum(t for _, t in result.timings) if result is not None else 0.0
     sess.close()

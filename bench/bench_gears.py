@@ -26,6 +26,7 @@ from bench.harness import (
     npu_config_proto,
     plain_session,
 )
+from npu_adapter.session import runner_of
 
 __all__ = ["NAME", "TITLE", "models_needed", "run", "GEAR_TARGET", "gear_options"]
 
@@ -84,7 +85,7 @@ def run(ctx):
             gc.collect()
             stats = interleave(cases, warmup=1, repeat=repeat, number=number, budget=budget,
                                min_repeat=5, collect=False)
-            gear_stats = sessions["gears"].npu_gear_stats()
+            gear_stats = runner_of(sessions["gears"]).gear_stats()
         finally:
             for sess in sessions.values():
                 sess.close()

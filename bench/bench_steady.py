@@ -25,6 +25,7 @@ from bench.harness import (
     npu_config_proto,
     plain_session,
 )
+from npu_adapter.session import runner_of
 
 __all__ = ["NAME", "TITLE", "models_needed", "run", "STEADY_TARGET", "open_sessions"]
 
@@ -95,7 +96,7 @@ def run(ctx):
         plain, plain_first, plain_out = opened["plain"]
         npu, npu_first, npu_out = opened["npu"]
         try:
-            result = npu.npu_rewrite_result(fetches, spec.feeds)
+            result = runner_of(npu).rewrite_result(fetches, spec.feeds)
             clusters = len(result.clusters) if result is not None else 0
             feeds = spec.feeds
             cases = {"plain": lambda s=plain, f=fetches, d=feeds: s.run(f, d),

@@ -26,6 +26,7 @@ from bench.harness import (
     npu_config_proto,
     plain_session,
 )
+from npu_adapter.session import runner_of
 
 __all__ = ["NAME", "TITLE", "models_needed", "run"]
 
@@ -83,12 +84,12 @@ def run(ctx):
             for _ in range(2):
                 for case in cases.values():
                     case()
-            compiles_warm = xla.npu_runtime_stats().compiles
+            compiles_warm = runner_of(xla).runtime_stats().compiles
             number = autorange(cases["plain"], min_time=0.02, max_number=50)
             gc.collect()
             stats = interleave(cases, warmup=1, repeat=41, number=number, budget=budget,
                                min_repeat=5, collect=False)
-            runtime = xla.npu_runtime_stats()
+            runtime = runner_of(xla).runtime_stats()
             difference = None
             if spec.kind == "inference":
                 difference = _max_difference(xla.run(fetches, spec.feeds),

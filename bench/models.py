@@ -265,26 +265,19 @@ def _op_name(tensor_name):
 def _seeded(seed):
     """Seed TF's graph-level RNG and the Python RNGs Keras draws initialiser seeds from.
 
-    Keras 2 gives every unseeded initialiser a seed from ``random`` (or from the generator that
-    ``keras.utils.set_random_seed`` installs), so those are seeded here and restored afterwards:
-    building a model must not change the caller's random state.
+    Keras 2 gives every unseeded initialiser a seed from ``random`` (unless a program installed
+    its own generator with ``keras.utils.set_random_seed``, which nothing here does), so those
+    are seeded here and restored afterwards: building a model must not change the caller's
+    random state.
     """
     tf.compat.v1.set_random_seed(seed)
     py_state = random.getstate()
     np_state = np.random.get_state()
     random.seed(seed)
     np.random.seed(seed)
-    saved = []
-    for module_name in ("tf_keras.src.backend", "keras.src.backend"):
-        holder = getattr(sys.modules.get(module_name), "_SEED_GENERATOR", None)
-        if holder is not None:
-            saved.append((holder, getattr(holder, "generator", None)))
-            holder.generator = random.Random(seed)
     try:
         yield
     finally:
-        for holder, generator in reversed(saved):
-            holder.generator = generator
         random.setstate(py_state)
         np.random.set_state(np_state)
 

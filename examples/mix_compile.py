@@ -28,6 +28,7 @@ from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
 
 from npu_bridge.estimator import npu_ops  # noqa: F401
 from npu_bridge.estimator.npu import npu_scope
+from npu_adapter.session import runner_of
 # isort: on
 
 
@@ -94,8 +95,8 @@ def run(session_config):
         sess.run(init)
         scores = sess.run("scores:0", {"image_string:0": text})
         layout = None
-        if hasattr(sess, "npu_rewrite_result"):
-            result = sess.npu_rewrite_result("scores:0", {"image_string:0": text})
+        if runner_of(sess) is not None:
+            result = runner_of(sess).rewrite_result("scores:0", {"image_string:0": text})
             if result is not None:
                 layout = [(c.name, c.size) for c in result.clusters]
     return scores, layout
@@ -111,7 +112,8 @@ def main(argv=None):
                                          "in_out_pair_flag": False})):
         npu_scores, layout = run(config(**options))
         plain_scores, _ = run(without_npu_optimizer(config(**options)))
-        print(f"{title}: clusters {layout}")
+        clusters = ", ".join(f"{name} ({size} nodes)" for name, size in layout or ())
+        print(f"{title}: clusters {clusters or 'none'}")
         ok &= compare([npu_scores], [plain_scores])
     return 0 if ok else 1
 

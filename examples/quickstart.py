@@ -19,6 +19,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
 
 import npu_adapter
+from npu_adapter.session import runner_of
 
 tf1 = tf.compat.v1
 
@@ -70,12 +71,12 @@ def main():
         with session_class(graph=graph, config=npu_config()) as sess:
             results[session_class.__name__] = sess.run("probabilities:0", {"images:0": batch})
             if session_class is npu_adapter.NpuSession:
-                report = sess.npu_rewrite_result("probabilities:0", {"images:0": batch})
+                report = runner_of(sess).rewrite_result("probabilities:0", {"images:0": batch})
 
     print("clusters:")
     for cluster in report.clusters:
-        print(f"  {cluster.name}: {cluster.size} ops, inputs {list(cluster.inputs)}, "
-              f"outputs {list(cluster.outputs)}")
+        print(f"  {cluster.name}: {cluster.size} ops, inputs {', '.join(cluster.inputs)}; "
+              f"outputs {', '.join(cluster.outputs)}")
     print("placement (device, reason: count):")
     for (device, reason), count in report.reasons():
         print(f"  {device:4s} {reason}: {count}")

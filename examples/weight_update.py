@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
 
+from npu_adapter.session import runner_of
 from npu_bridge.estimator import npu_ops  # noqa: F401 - as in the sample
 # isort: on
 
@@ -120,7 +121,8 @@ def run(ckpt_path, config, updates, infers):
             rs = np.random.RandomState(update)
             for _ in range(infers):
                 results.append(policy.infer(255 * rs.rand(16, 784).astype(np.float32))[0])
-        rewritten = getattr(policy.sess, "npu_rewrite_count", 0)
+        runner = runner_of(policy.sess)
+        rewritten = runner.rewrite_count if runner is not None else 0
     finally:
         policy.unload()
     return results, rewritten

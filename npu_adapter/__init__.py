@@ -7,14 +7,19 @@ first use.
 """
 
 import importlib
-import importlib.util
+import importlib.machinery
+import sys
 
 __version__ = "0.1.0"
 
 SUPPORTED_TENSORFLOW = "2.15-2.21"
 """The TensorFlow releases npu-adapter runs on."""
 
-if importlib.util.find_spec("tensorflow") is None:
+# An imported TensorFlow counts as installed; otherwise PathFinder looks at the installed
+# packages only. (importlib.util.find_spec raises ValueError when sys.modules["tensorflow"] is
+# a TF1 alias module without a __spec__, as some launchers install.)
+if ("tensorflow" not in sys.modules
+        and importlib.machinery.PathFinder.find_spec("tensorflow") is None):
     # npu-adapter does not require TensorFlow by distribution name (that would install a second
     # TensorFlow over tensorflow-cpu, tensorflow-aarch64 or a vendor build): say what to do.
     raise ImportError(
@@ -22,6 +27,12 @@ if importlib.util.find_spec("tensorflow") is None:
         "environment install it with the project: pip install 'npu-adapter[tf]' (or, from a "
         "checkout, pip install -e '.[tf]'); otherwise install your platform's build, e.g. "
         "pip install 'tensorflow-cpu>=2.15,<2.22'.")
+
+# Before any module of the project imports TensorFlow: under a launcher that put a TF1 alias
+# module in sys.modules["tensorflow"], the project's modules still get TensorFlow 2's API.
+from npu_adapter import tensorflow_alias  # noqa: E402
+
+tensorflow_alias.install()
 
 __all__ = [
     "NpuConfig",

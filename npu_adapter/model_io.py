@@ -9,11 +9,22 @@ Accepted (:func:`load_model`):
 * a SavedModel directory (``saved_model.pb`` or ``saved_model.pbtxt`` inside); a
   ``saved_model.pb`` path is taken as its directory.
 
-Nothing is executed and no variable is read: the files are parsed as protocol buffers only. When
-the model has a ``SignatureDef`` (SavedModel; ``.meta`` files exported with one), the chosen
+Graph files are parsed as protocol buffers only: nothing is executed and no variable is read.
+When the model has a ``SignatureDef`` (SavedModel; ``.meta`` files exported with one), the chosen
 signature's outputs are the suggested fetches and its inputs the suggested feeds. SavedModels use
 the ``serve`` tag set when present and the ``serving_default`` signature when present, else the
 first in name order; both can be chosen.
+
+A TensorFlow 2 SavedModel (Keras ``model.export()`` or ``model.save()``, ``tf.saved_model.save``;
+it has an object graph) holds its whole model in functions: its graph is a single
+``StatefulPartitionedCall`` per signature. The original adapter never sees such a call
+(TensorFlow's function optimizer inlines it before the NPU optimizer runs), so when the chosen
+signature's outputs come from a function call, :func:`load_model` loads the SavedModel with
+TensorFlow and turns the signature into one TensorFlow 1 style graph with
+:func:`freeze_saved_model`: the function calls inlined op by op (every layer's ops under their
+own names) and the variables folded into constants. Its inputs are Placeholders named after the
+signature's input keys and its outputs Identity nodes named after the output keys
+(``output_0:0``), so fetches carry the signature's names.
 
 Errors raise :class:`ModelFileError` (a :class:`~npu_adapter.errors.GraphError`) naming the path
 and what was expected.
@@ -25,7 +36,8 @@ import typing
 
 from npu_adapter.errors import GraphError
 
-__all__ = ["LoadedModel", "ModelFileError", "load_model", "load_graph_def", "MODEL_FORMATS"]
+__all__ = ["FrozenSignature", "LoadedModel", "ModelFileError", "freeze_saved_model", "load_model",
+           "load_graph_def", "MODEL_FORMATS"]
 
 MODEL_FORMATS = ".pb (GraphDef), .pbtxt (text GraphDef), .meta (MetaGraphDef) or a SavedModel " \
                 "directory"
@@ -33,6 +45,7 @@ MODEL_FORMATS = ".pb (GraphDef), .pbtxt (text GraphDef), .meta (MetaGraphDef) or
 _TEXT_SUFFIXES = (".pbtxt", ".pbtext", ".txt", ".prototxt")
 _DEFAULT_SIGNATURE = "serving_default"
 _SERVE_TAG = "serve"
+_CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 
 
 class ModelFileError(GraphError):
@@ -57,6 +70,10 @@ class LoadedModel:
         signatures: every signature: key → ``{"inputs": {name: tensor}, "outputs": {...}}``.
         tags: the tag set of the chosen MetaGraphDef (SavedModel / meta graph), sorted.
         meta_graph_def: the ``MetaGraphDef`` when the model had one.
+        inlined: True when ``graph_def`` is the chosen signature frozen with its function calls
+            inlined (a TensorFlow 2 SavedModel; see the module docstring).
+        signature_outputs: output key → tensor name in ``graph_def`` of the chosen signature.
+        signature_inputs: input key → tensor name in ``graph_def``.
     """
 
     graph_def: typing.Any
@@ -68,6 +85,9 @@ class LoadedModel:
     signatures: dict = dataclasses.field(default_factory=dict)
     tags: list = dataclasses.field(default_factory=list)
     meta_graph_def: typing.Any = None
+    inlined: bool = False
+    signature_outputs: dict = dataclasses.field(default_factory=dict)
+    signature_inputs: dict = dataclasses.field(default_factory=dict)
 
     @property
     def name(self):
@@ -161,7 +181,9 @@ def _from_meta(path, meta, kind, signature, tags=None):
     return LoadedModel(graph_def=meta.graph_def, path=os.fspath(path), kind=kind,
                        fetches=fetches, feeds=feeds, signature=chosen, signatures=sigs,
                        tags=sorted(tags if tags is not None else meta.meta_info_def.tags),
-                       meta_graph_def=meta)
+                       meta_graph_def=meta,
+                       signature_outputs=dict(sigs[chosen]["outputs"]) if chosen else {},
+                       signature_inputs=dict(sigs[chosen]["inputs"]) if chosen else {})
 
 
 def _from_saved(path, saved, signature, tags):
@@ -226,6 +248,113 @@ def _load_file(path, data, text, signature, tags):
                                f"protocol buffer{detail}")
 
 
+@dataclasses.dataclass
+class FrozenSignature:
+    """One signature of a SavedModel as a TensorFlow 1 style graph (:func:`freeze_saved_model`).
+
+    Attributes:
+        graph_def: the graph: function calls inlined, variables folded into constants.
+        inputs: ``[(key, tensor name)]``: the signature's input keys and their Placeholders.
+        outputs: ``[(key, tensor name)]``: its output keys and the tensors that give them.
+        signature: the signature key.
+    """
+
+    graph_def: typing.Any
+    inputs: list
+    outputs: list
+    signature: str
+
+
+def _name_outputs(graph_def, outputs):
+    """Give each output an Identity node named after its key (when no node has that name)."""
+    from npu_adapter.graph.types import node_output_types
+
+    nodes = {node.name: node for node in graph_def.node}
+    named = []
+    for key, tensor in outputs:
+        source, _, port = tensor.rpartition(":")
+        types = node_output_types(nodes[source]) or [] if source in nodes else []
+        if key in nodes or int(port) >= len(types):
+            named.append((key, tensor))
+            continue
+        node = graph_def.node.add(name=key, op="Identity", input=[tensor])
+        node.attr["T"].type = types[int(port)]
+        nodes[key] = node
+        named.append((key, f"{key}:0"))
+    return named
+
+
+def freeze_saved_model(path, *, signature=None, tags=None):
+    """The signature ``signature`` of the SavedModel directory ``path`` as one TensorFlow 1
+    style graph: loaded with TensorFlow, its function calls inlined op by op and its variables
+    folded into constants by TensorFlow's own freezing (``tf_compat.freeze_function``) (control
+    flow stays functional: If/While), inputs named after the input keys, outputs after the
+    output keys (see the module docstring).
+
+    Args:
+        path: the SavedModel directory.
+        signature: the SignatureDef key (default ``serving_default``, else the first in order).
+        tags: the tag set (default ``serve``).
+
+    Returns:
+        A :class:`FrozenSignature`.
+
+    Raises:
+        ModelFileError: TensorFlow cannot load the SavedModel, or it has no such signature.
+    """
+    import tensorflow as tf
+
+    from npu_adapter import tf_compat
+
+    try:
+        loaded = tf.saved_model.load(os.fspath(path), tags=list(tags or [_SERVE_TAG]))
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelFileError(path, f"TensorFlow cannot load the SavedModel: {detail}") from None
+    names = sorted(loaded.signatures)
+    key = signature or (_DEFAULT_SIGNATURE if _DEFAULT_SIGNATURE in names else
+                        (names[0] if names else None))
+    if key not in loaded.signatures:
+        raise ModelFileError(path, f"no signature {key}; signatures: {', '.join(names) or 'none'}")
+    function = loaded.signatures[key]
+    frozen = tf_compat.freeze_function(function)  # its calls inlined: partitioned per op
+    graph_def = frozen.graph.as_graph_def()
+    # The flat inputs and outputs follow the structures' keys in sorted order (tf.nest).
+    input_keys = sorted(function.structured_input_signature[1])
+    placeholders = {n.name for n in graph_def.node if n.op == "Placeholder"}
+    inputs = [(k, f"{k}:0" if k in placeholders else t.name)
+              for k, t in zip(input_keys, frozen.inputs)]
+    structured = function.structured_outputs
+    output_keys = (sorted(structured) if isinstance(structured, dict)
+                   else [f"output_{k}" for k in range(len(frozen.outputs))])
+    outputs = _name_outputs(graph_def, [(k, t.name) for k, t in zip(output_keys,
+                                                                     frozen.outputs)])
+    return FrozenSignature(graph_def, inputs, outputs, key)
+
+
+def _calls_functions(model):
+    """True for a TensorFlow 2 SavedModel (saved from objects: it has an object graph) whose
+    chosen signature's outputs come from function calls. A TensorFlow 1 SavedModel (written by
+    a ``Builder``, e.g. ``convert --to savedmodel``) is taken as it is."""
+    meta = model.meta_graph_def
+    if not model.fetches or meta is None or not len(meta.object_graph_def.nodes):
+        return False
+    producers = {name.rpartition(":")[0] if ":" in name else name for name in model.fetches}
+    return any(node.op in _CALL_OPS for node in model.graph_def.node if node.name in producers)
+
+
+def _inline_signature(model, directory):
+    """``model`` with its graph replaced by the chosen signature frozen and inlined."""
+    frozen = freeze_saved_model(directory, signature=model.signature, tags=model.tags)
+    model.graph_def = frozen.graph_def
+    model.signature_inputs = dict(frozen.inputs)
+    model.signature_outputs = dict(frozen.outputs)
+    model.feeds = [t for _, t in frozen.inputs]
+    model.fetches = [t for _, t in frozen.outputs]
+    model.inlined = True
+    return model
+
+
 def load_model(path, *, signature=None, tags=None):
     """Load the model at ``path`` (see the module docstring for the formats).
 
@@ -236,11 +365,12 @@ def load_model(path, *, signature=None, tags=None):
         tags: the SavedModel tag set to load (default: the one with ``serve``, else the first).
 
     Returns:
-        A :class:`LoadedModel`.
+        A :class:`LoadedModel` (for a TensorFlow 2 SavedModel: the chosen signature inlined
+        and frozen, see the module docstring).
 
     Raises:
         ModelFileError: missing path, unreadable or corrupt file, unknown format, signature or
-            tags.
+            tags; a TensorFlow 2 SavedModel TensorFlow cannot load.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -253,19 +383,25 @@ def load_model(path, *, signature=None, tags=None):
         data = _read(inner)
         model = _load_file(inner, data, inner.endswith(".pbtxt"), signature, tags)
         model.path = path
+        if model.kind == "saved_model" and _calls_functions(model):
+            _inline_signature(model, path)
         return model
     data = _read(path)
     if os.path.splitext(path)[1].lower() in _TEXT_SUFFIXES:
-        return _load_file(path, data, True, signature, tags)
-    try:
-        return _load_file(path, data, False, signature, tags)
-    except ModelFileError as binary_error:
-        if not _looks_like_text(data):
-            raise
+        model = _load_file(path, data, True, signature, tags)
+    else:
         try:
-            return _load_file(path, data, True, signature, tags)
-        except ModelFileError:
-            raise binary_error from None
+            model = _load_file(path, data, False, signature, tags)
+        except ModelFileError as binary_error:
+            if not _looks_like_text(data):
+                raise
+            try:
+                model = _load_file(path, data, True, signature, tags)
+            except ModelFileError:
+                raise binary_error from None
+    if model.kind == "saved_model" and _calls_functions(model):
+        _inline_signature(model, os.path.dirname(os.path.abspath(path)))
+    return model
 
 
 def _looks_like_text(data):

@@ -31,14 +31,18 @@ import os
 if importlib.util.find_spec("tf_keras") is not None:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
+import npu_adapter  # first of the project: it routes the project's TF imports
+from npu_adapter import tensorflow_alias
+
 if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
     # tf_keras runs `import tensorflow.compat.v1`, which rebinds tf.compat.v1 to a new module
-    # object; import it first so the aliases and the session see the final one.
+    # object; import it first so the aliases and the session see the final one. Under a TF1
+    # alias launcher, that dotted import needs the compat modules registered by their names.
+    tensorflow_alias.tensorflow_api()
     with contextlib.suppress(ImportError):
         import tf_keras  # noqa: F401
 
-import npu_adapter
-from npu_bridge import _tf1_aliases
+from npu_bridge import _keras_session, _tf1_aliases
 
 
 def _install_npu_session():
@@ -50,6 +54,7 @@ def _install_npu_session():
 
 _tf1_aliases.install()
 _install_npu_session()
+_keras_session.install()
 
 # The original's package-level names: the op handle, `helper`, `hccl_ops`, `npu_close`
 # (registered to run at exit, as the original does) and `atexit`.

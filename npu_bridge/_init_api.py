@@ -8,7 +8,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
 
-from npu_bridge import _env
+from npu_bridge import _env, _keras_session
 from npu_bridge.estimator import npu_ops
 from npu_bridge.estimator.npu import util
 from npu_bridge.estimator.npu.npu_callbacks import NPUBroadcastGlobalVariablesCallback
@@ -137,27 +137,24 @@ def npu_callbacks_append(callbacks_list=()):
     return callbacks_list
 
 
-def _keras_backend():
-    backend = tf.compat.v1.keras.backend
-    if not hasattr(backend, "set_session"):
-        raise RuntimeError("tf.compat.v1.keras.backend has no set_session: this Keras is Keras "
-                           "3; import npu_bridge before using tf.keras (it sets "
-                           "TF_USE_LEGACY_KERAS=1) and install tf_keras")
-    return backend
-
-
 def set_keras_session_npu_config(config=None):
     """Create a session with :func:`npu_config_proto` ``(config)``, make it the Keras session
-    and return it."""
+    and return it.
+
+    Raises:
+        RuntimeError: the script's Keras (``tf.keras``, ``tensorflow.keras``) is Keras 3, which
+            runs no TF1 session (see :func:`npu_bridge._keras_session.backend`).
+    """
+    backend = _keras_session.backend()
     sess = tf.compat.v1.Session(config=npu_config_proto(config))
-    _keras_backend().set_session(sess)
+    backend.set_session(sess)
     return sess
 
 
 def npu_clear_session(config=None):
     """Clear the Keras session and install a new one configured with
     :func:`npu_config_proto` ``(config)``."""
-    backend = _keras_backend()
+    backend = _keras_session.backend()
     backend.clear_session()
     backend.set_session(tf.compat.v1.Session(config=npu_config_proto(config)))
 

@@ -5,7 +5,10 @@ scale managers, the modules ``npu_ops``, ``npu_rnn``, ``npu_scope``, ``util``, `
 ``hccl_ops``, the HCCL management functions, the functions of :mod:`npu_bridge._init_api`
 (``npu_config_proto``, ``init_resource``, ``npu_run_config_init``, ...), and ``tf``, ``os``,
 ``config_pb2``, ``rewriter_config_pb2``, ``RewriterConfig``, ``session``, ``session_run_hook``
-and (with Keras 2) ``backend``, as the original does.
+and (with Keras 2) ``backend``, as the original does. ``session`` and ``session_run_hook``, the
+original's TensorFlow modules, hold their public classes here (``session.Session``,
+``session.InteractiveSession``; ``session_run_hook.SessionRunHook``, ``SessionRunArgs``,
+``SessionRunContext``, ``SessionRunValues``).
 
 **Side effect: importing this module disables eager execution**
 (``tf.compat.v1.disable_eager_execution()``). TF1.15 scripts assume graph mode: they call
@@ -20,12 +23,11 @@ imports it). The modules ``keras_to_npu``, ``npu_plugin``, ``npu_strategy``, ``n
 """
 
 import os
+import types
 
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
-from tensorflow.python.client import session
-from tensorflow.python.training import session_run_hook
 
 from npu_bridge._init_api import (
     NpuEmptyHook,
@@ -107,6 +109,21 @@ from npu_bridge.hccl.manage.api import (
 from npu_bridge.npu_cpu import npu_cpu_ops
 from npu_bridge.profiler import profiler
 from npu_bridge.scoped_graph_manager import scoped_graph_manager
+
+
+def _module(name, **members):
+    module = types.ModuleType(name, f"The public classes of TensorFlow's {name} module.")
+    vars(module).update(members)
+    return module
+
+
+session = _module("session", Session=tf.compat.v1.Session,
+                  InteractiveSession=tf.compat.v1.InteractiveSession)
+session_run_hook = _module(
+    "session_run_hook", SessionRunHook=tf.compat.v1.train.SessionRunHook,
+    SessionRunArgs=tf.compat.v1.train.SessionRunArgs,
+    SessionRunContext=tf.compat.v1.train.SessionRunContext,
+    SessionRunValues=tf.compat.v1.train.SessionRunValues)
 
 try:
     backend = tf.compat.v1.keras.backend

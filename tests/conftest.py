@@ -74,8 +74,8 @@ def cann_fakes(tmp_path, monkeypatch):
 def counted_passes(monkeypatch):
     """A list that grows by one per pass-pipeline run; the in-memory rewrite cache starts and
     ends empty."""
-    from npu_adapter.pipeline import rewrite_cache
     from npu_adapter.pipeline.manager import PassManager
+    from npu_adapter.session import rewrite_cache
 
     runs = []
     real_run = PassManager.run

@@ -9,6 +9,7 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
+from npu_adapter import tf_compat
 from npu_adapter.testing import GraphBuilder
 
 tf1 = tf.compat.v1
@@ -73,14 +74,13 @@ def chain_with_branch():
 @contextlib.contextmanager
 def control_flow_v1():
     """Build TF1 (Enter/Exit/Switch/Merge) control flow inside the block."""
-    from tensorflow.python.ops import control_flow_util
-
-    old = control_flow_util.ENABLE_CONTROL_FLOW_V2
-    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
+    was_v2 = tf1.control_flow_v2_enabled()
+    tf1.disable_control_flow_v2()
     try:
         yield
     finally:
-        control_flow_util.ENABLE_CONTROL_FLOW_V2 = old
+        if was_v2:
+            tf1.enable_control_flow_v2()
 
 
 def while_loop_v1_graph():
@@ -100,7 +100,8 @@ def without_npu_compile(graph):
     """What npu_scope.without_npu_compile_scope does: ``_without_npu_compile=True`` on new ops."""
     from tensorflow.core.framework import attr_value_pb2
 
-    with graph._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+    with graph.as_default(), tf_compat.attr_scope(
+            {"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
         yield
 
 

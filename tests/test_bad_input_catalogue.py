@@ -12,6 +12,7 @@ a tagged op, a dump directory), it also checks that nothing was.
 
 import collections
 import os
+import re
 import warnings
 
 import numpy as np
@@ -122,6 +123,8 @@ for name, values in STRUCTURED.items():
             options = {**TRIO, "dynamic_dims": "1;2", name: value}
         if name == "optypelist_for_implmode":
             options["op_select_implmode"] = "high_precision"
+        if name == "profiling_options":  # checked while profiling is on
+            options["profiling_mode"] = True
         if name == "in_out_pair":
             options["mix_compile_mode"] = True
         case(f"structured-{name}-{k}", _config(options), NpuConfigError, [name])
@@ -309,7 +312,8 @@ def _model(env):
 
 
 def _no_tmp_left(env):
-    leftovers = [n for n in os.listdir(env.root) if n.endswith(".tmp") or ".partial-" in n]
+    leftovers = [n for n in os.listdir(env.root) if n.endswith(".tmp") or any(
+        part in n for part in (".partial-", ".tmp-", ".atc-", ".staging-"))]
     assert leftovers == [], leftovers
 
 
@@ -504,7 +508,8 @@ def test_bad_input_is_a_named_error(entry, env, capsys, monkeypatch):
         out, err = capsys.readouterr()
         lines = err.strip().splitlines()
         assert code == 2, (code, err)
-        assert len(lines) == 1 and lines[0].startswith("npu-adapter: error: "), err
+        # "npu-adapter: error:", or "npu-adapter options: error:" for a usage error
+        assert len(lines) == 1 and re.match(r"npu-adapter( [a-z]+)*: error: ", lines[0]), err
         assert "internal error" not in err and "Traceback" not in err
         for name in entry.names:
             assert name in lines[0], (name, lines[0])

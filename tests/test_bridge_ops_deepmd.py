@@ -7,7 +7,6 @@ import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.client.session import Session as TfSession
 
 from npu_adapter.errors import DeviceOnlyError
 from npu_bridge.estimator import npu_aicore_ops
@@ -18,7 +17,7 @@ SEL = [3, 4]
 
 
 def _run(fetches, graph):
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         return sess.run(fetches)
 
 

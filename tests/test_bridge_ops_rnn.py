@@ -5,7 +5,6 @@ their gradients against finite differences of those loops."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.client.session import Session as TfSession
 
 import npu_adapter
 from npu_bridge._kernels import rnn as rnn_kernels
@@ -82,7 +81,7 @@ def np_gru(x, w_in, w_hid, b_in, b_hid, h0, *, gate_order="zrh", reset_after=Tru
 
 
 def _run(fetches, feed_dict=None, graph=None):
-    with TfSession(graph=graph or tf.compat.v1.get_default_graph()) as sess:
+    with tf.compat.v1.Session(graph=graph or tf.compat.v1.get_default_graph()) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         return sess.run(fetches, feed_dict)
 
@@ -393,10 +392,8 @@ def test_basic_lstm_cell_and_its_gradient():
 
 
 def test_basic_lstm_cell_is_graph_only():
-    from tensorflow.python.eager import context
-
-    with context.eager_mode(), pytest.raises(RuntimeError, match="tf.basic_lstm_cell\\(\\) is "
-                                             "not compatible with eager execution"):
+    with pytest.raises(RuntimeError, match="tf.basic_lstm_cell\\(\\) is "
+                       "not compatible with eager execution"):
         npu_ops.basic_lstm_cell(*[None] * 5, 1.0, 1.0, True, "tanh")
 
 
@@ -549,8 +546,8 @@ def test_unrolled_lstm_lands_in_one_cluster_and_runs_the_same_on_the_npu_session
     config = tf.compat.v1.ConfigProto()
     config.graph_options.rewrite_options.custom_optimizers.add().name = "NpuOptimizer"
     runs = []
-    for make in (lambda: TfSession(graph=graph), lambda: npu_adapter.NpuSession(graph=graph,
-                                                                                config=config)):
+    for make in (lambda: tf.compat.v1.Session(graph=graph),
+                 lambda: npu_adapter.NpuSession(graph=graph, config=config)):
         with make() as sess:
             sess.run(init)
             sess.run(train, {xs: x})

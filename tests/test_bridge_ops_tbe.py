@@ -4,8 +4,6 @@ NumPy references written here."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.client.session import Session as TfSession
-from tensorflow.python.eager import context
 
 from npu_bridge.estimator import npu_ops
 from npu_bridge.tbe import npu_cube_ops, npu_vector_ops
@@ -14,7 +12,7 @@ RNG = np.random.default_rng(3)
 
 
 def _run(fetches, feed_dict=None, graph=None, init=False):
-    with TfSession(graph=graph or tf.compat.v1.get_default_graph()) as sess:
+    with tf.compat.v1.Session(graph=graph or tf.compat.v1.get_default_graph()) as sess:
         if init:
             sess.run(tf.compat.v1.global_variables_initializer())
         return sess.run(fetches, feed_dict)
@@ -149,7 +147,7 @@ def test_deformable_conv2d_argument_checks():
             npu_cube_ops.deformable_conv2d(x, filt, offsets, [1, 1], pads, deformable_groups=2)
         with pytest.raises(ValueError, match="strides and pads are required"):
             npu_cube_ops.deformable_conv2d(x, filt, offsets)
-    with context.eager_mode(), pytest.raises(RuntimeError, match="not compatible with eager"):
+    with pytest.raises(RuntimeError, match="not compatible with eager"):
         npu_cube_ops.deformable_conv2d(x, filt, offsets, strides, pads)
 
 
@@ -170,7 +168,7 @@ def test_lamb_apply_optimizer_assign_with_and_without_variables():
         assigned = npu_vector_ops.lamb_apply_optimizer_assign(grad, v, m, w, *args, 1.0, decay)
         plain = npu_vector_ops.lamb_apply_optimizer_assign(grad, v0, m0, w, *args, 0.0, decay)
         init = tf.compat.v1.global_variables_initializer()
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         plain_v = sess.run(plain)
         assert np.array_equal(sess.run(v), v0)  # the plain call stored nothing
@@ -193,7 +191,7 @@ def test_lamb_apply_weight_assign(w_norm, g_norm, ratio):
         w = tf.compat.v1.get_variable("w", initializer=w0, use_resource=True)
         new = npu_vector_ops.lamb_apply_weight_assign(w_norm, g_norm, 0.1, update, w)
         init = tf.compat.v1.global_variables_initializer()
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         value = sess.run(new)
         stored = sess.run(w)
@@ -202,11 +200,11 @@ def test_lamb_apply_weight_assign(w_norm, g_norm, ratio):
 
 
 def test_lamb_ops_are_graph_only():
-    with context.eager_mode():
-        with pytest.raises(RuntimeError, match="lamb_apply_weight_assign"):
-            npu_vector_ops.lamb_apply_weight_assign(1.0, 1.0, 1.0, 1.0, 1.0)
-        with pytest.raises(RuntimeError, match="lamb_apply_optimizer_assign"):
-            npu_vector_ops.lamb_apply_optimizer_assign(*[1.0] * 12)
+    assert tf.executing_eagerly()  # the test process runs eagerly outside graph contexts
+    with pytest.raises(RuntimeError, match="lamb_apply_weight_assign"):
+        npu_vector_ops.lamb_apply_weight_assign(1.0, 1.0, 1.0, 1.0, 1.0)
+    with pytest.raises(RuntimeError, match="lamb_apply_optimizer_assign"):
+        npu_vector_ops.lamb_apply_optimizer_assign(*[1.0] * 12)
 
 
 # ---- PReLU layer --------------------------------------------------------------------------------

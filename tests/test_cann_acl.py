@@ -5,7 +5,8 @@
   output dims → copies → release → unload → destroy description → destroy context → reset
   device → finalize);
 * teardown on error: a failing call at every step leaves no model, description, dataset,
-  buffer or memory behind, and after ``shutdown`` no context, device or init either;
+  buffer or memory behind; once the last session is closed (also after a failed execute) no
+  context or device is held either, and ``acl.finalize`` runs at exit;
 * the fake returns what pyACL returns for misuse (so it would catch ours).
 """
 
@@ -161,11 +162,111 @@ def test_teardown_on_error(cann_fakes, call, code):
             assert set(leaks) <= PROCESS_WIDE, leaks
         else:
             assert len(leaks["models"]) == 1  # loaded, reusable by the next run
-    # Closing the last session on the runtime unloads its models.
-    assert set(acl.fake.leaks()) <= PROCESS_WIDE
+    # Closing the last session unloads its models and releases the device; ACL stays
+    # initialised (acl.init is once per process) until exit.
+    assert acl.fake.leaks() == {"initialized": [True]}
+    assert acl.fake.call_names()[-2:] == ["acl.rt.destroy_context", "acl.rt.reset_device"]
     del acl.fake.fail[call]
+    _run(_graph(), _config())  # the next session opens the device again
     shutdown()
     assert acl.fake.leaks() == {}
+
+
+SESSION_END = ["acl.mdl.destroy_dataset", "acl.mdl.unload", "acl.mdl.destroy_desc",
+               "acl.rt.destroy_context", "acl.rt.reset_device"]
+
+
+def test_the_last_session_to_close_releases_the_device(cann_fakes):
+    acl = cann_fakes.acl
+    graph, value = _graph(), np.ones((2, 4), np.float32)
+    first = NpuSession(graph=graph, config=_config())
+    second = NpuSession(graph=graph, config=_config())
+    first.run("y:0", {"x:0": value})
+    second.run("y:0", {"x:0": value})
+    first.close()
+    assert acl.fake.leaks()["devices"] == [0]  # the second session still runs on it
+    second.close()
+    assert acl.fake.leaks() == {"initialized": [True]}
+    assert acl.fake.call_names()[-len(SESSION_END):] == SESSION_END
+    assert _calls(acl, "acl.rt.reset_device") == [(0,)]
+    shutdown()
+    assert acl.fake.call_names()[-1] == "acl.finalize" and acl.fake.leaks() == {}
+
+
+def test_a_failed_execute_then_close_releases_everything(cann_fakes):
+    acl = cann_fakes.acl
+    acl.fake.fail["acl.mdl.execute"] = 507011
+    with NpuSession(graph=_graph(), config=_config()) as sess:
+        for _ in range(2):  # the model stays loaded between runs; each run fails
+            with pytest.raises(tf.errors.OpError, match="acl.mdl.execute returned 507011"):
+                sess.run("y:0", {"x:0": np.ones((2, 4), np.float32)})
+        assert acl.fake.leaks()["contexts"] and len(acl.fake.leaks()["models"]) == 1
+    assert acl.fake.leaks() == {"initialized": [True]}
+    del acl.fake.fail["acl.mdl.execute"]
+    _run(_graph(), _config())
+    assert acl.fake.leaks() == {"initialized": [True]}
+
+
+_EXIT_SCRIPT = """
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, {tests!r})
+import cann_fakes  # noqa: E402
+
+cann_fakes.install({root!r})
+from npu_adapter.session import NpuSession  # noqa: E402
+
+graph = tf.Graph()
+with graph.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
+    tf.nn.relu(x - 0.5, name="y")
+config = tf.compat.v1.ConfigProto()
+opt = config.graph_options.rewrite_options.custom_optimizers.add()
+opt.name = "NpuOptimizer"
+opt.parameter_map["npu_adapter_backend"].s = b"cann"
+sess = NpuSession(graph=graph, config=config)
+print(sess.run("y:0", {{"x:0": np.ones((2, 4), np.float32)}}).tolist())
+{close}
+"""
+
+
+_CLOSE = """
+sess.close()
+with open(os.environ["FAKE_ACL_LOG"], "a") as f:
+    f.write("--session-closed--\\n")
+"""
+
+
+@pytest.mark.parametrize("close", [True, False])
+def test_acl_is_finalized_at_exit(tmp_path, close):
+    """A script that closes its session leaves ACL initialised only until it exits; one that
+    does not close it gets the whole teardown at exit."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "acl_calls.txt"
+    script = tmp_path / "script.py"
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script.write_text(_EXIT_SCRIPT.format(tests=tests, root=str(tmp_path / "fakes"),
+                                          close=_CLOSE if close else ""))
+    env = dict(os.environ, FAKE_ACL_LOG=str(log))
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                               env=env, timeout=300, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.strip().endswith("[[0.5, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5]]")
+    calls = log.read_text().split()
+    assert calls[0] == "acl.init" and calls.count("acl.finalize") == 1
+    if close:  # released at close; only acl.finalize is left for the exit
+        closed = calls.index("--session-closed--")
+        assert calls[closed - len(SESSION_END):] == SESSION_END + ["--session-closed--",
+                                                                  "acl.finalize"]
+    else:  # the whole teardown at exit
+        assert calls[-3:] == ["acl.rt.destroy_context", "acl.rt.reset_device", "acl.finalize"]
 
 
 def test_context_failure_resets_the_device(cann_fakes):
@@ -318,3 +419,24 @@ def test_fake_dynamic_dims_codes(cann_fakes, tmp_path):
     result = np.frombuffer(acl.util.ptr_to_bytes(host, 32), np.float32).reshape(2, 4)
     np.testing.assert_array_equal(result, value * 2 + 1)
     assert acl.rt.memcpy(host, 32, out_ptr, 32, 1) == 100000  # wrong direction
+
+
+def test_fake_checks_the_release_order(cann_fakes, tmp_path):
+    acl = cann_fakes.acl
+    ctx, model_id, desc = _loaded(acl, compile_om(tmp_path, batch=2))
+    ptr, ret = acl.rt.malloc(32, 2)
+    assert ret == 0
+    with pytest.raises(acl.ContractViolation, match="memory allocated in it"):
+        acl.rt.destroy_context(ctx)
+    assert acl.rt.free(ptr) == 0
+    assert acl.mdl.init_dump() == 0
+    with pytest.raises(acl.ContractViolation, match="while contexts"):
+        acl.finalize()
+    with pytest.raises(acl.ContractViolation, match="while its contexts live"):
+        acl.rt.reset_device(0)
+    assert acl.mdl.unload(model_id) == 0 and acl.mdl.destroy_desc(desc) == 0
+    assert acl.rt.destroy_context(ctx) == 0 and acl.rt.reset_device(0) == 0
+    with pytest.raises(acl.ContractViolation, match="before acl.mdl.finalize_dump"):
+        acl.finalize()
+    assert acl.mdl.finalize_dump() == 0 and acl.finalize() == 0
+    assert acl.fake.leaks() == {}

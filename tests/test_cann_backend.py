@@ -23,7 +23,7 @@ from npu_adapter.backends.cann import CannLoweringError, runtimes, shutdown
 from npu_adapter.backends.cann.freeze import freeze_cluster
 from npu_adapter.backends.cann.lowering import WRAPPER_SUFFIX
 from npu_adapter.graph.serialize import to_bytes
-from npu_adapter.session import NpuSession, plain_session_class
+from npu_adapter.session import NpuSession, plain_session_class, runner_of
 from npu_adapter.testing.equivalence import assert_rewrite_equivalent
 from npu_adapter.vocabulary import CLUSTER_BODY_ATTR, CLUSTER_INPUTS_ATTR, CLUSTER_OUTPUTS_ATTR
 
@@ -292,7 +292,7 @@ def test_missing_soc_fails_at_compile_time_with_a_named_error(cann_fakes, monkey
     graph = _dense_graph(bias=0.125)
     config = _with_backend(_gear_config())
     with NpuSession(graph=graph, config=config) as sess:  # rewriting needs no SoC
-        result = sess.npu_rewrite_result("z:0", {"x:0": np.ones((2, 4), np.float32)})
+        result = runner_of(sess).rewrite_result("z:0", {"x:0": np.ones((2, 4), np.float32)})
         assert len(result.clusters) == 1
         with pytest.raises(tf.errors.OpError, match="soc_config.*SOC_VERSION"):
             sess.run("z:0", {"x:0": np.ones((2, 4), np.float32)})

@@ -11,7 +11,7 @@ import npu_adapter
 from npu_adapter.backends import get_backend
 from npu_adapter.backends.cann.session_runtime import CannBackendRuntime
 from npu_adapter.config import NpuConfig
-from npu_adapter.graph.splice import splice_into_graph
+from npu_adapter.graph.splice import plan_splice, splice_into_graph
 from npu_adapter.session import plain_session_class
 
 OPTIONS = {"npu_adapter_backend": "cann", "input_shape": "x:-1,4", "dynamic_dims": "1;2",
@@ -39,7 +39,8 @@ def test_gear_variant_runs_the_multi_gear_model(cann_fakes):
     selection = program.select({"x:0": (2, 4)})
     assert selection.gears == (1,)
     variant = program.variant_graph(selection.variant.key)
-    rename = splice_into_graph(graph, variant, "rewritten")
+    user_nodes = {node.name: node for node in graph.as_graph_def().node}
+    rename = splice_into_graph(graph, plan_splice(variant, user_nodes), "rewritten")
     target = result.tensor_map["y:0"].rpartition(":")
     fetch = graph.get_tensor_by_name(f"{rename(target[0])}:{target[2]}")
     value = np.arange(8, dtype=np.float32).reshape(2, 4)
@@ -52,6 +53,7 @@ def test_gear_variant_runs_the_multi_gear_model(cann_fakes):
     assert stats.clusters[name].compiles == 1 and stats.compiles == 1
     assert stats.clusters[name].gear_counts == {1: 1}
     first.close()
-    assert first.cann.stats().loads == 1 and cann_fakes.acl.fake.leaks().get("models")
-    second.close()  # the last session unloads the models
-    assert "models" not in cann_fakes.acl.fake.leaks()
+    leaks = cann_fakes.acl.fake.leaks()
+    assert first.cann.stats().loads == 1 and leaks["models"] and leaks["devices"] == [0]
+    second.close()  # the last session unloads the models and releases the device
+    assert cann_fakes.acl.fake.leaks() == {"initialized": [True]}  # acl.finalize at exit

@@ -193,7 +193,7 @@ def test_usage_errors(capsys):
     code, _, err = run(capsys)
     assert code == 2 and "usage: npu-adapter" in err
     code, _, err = run(capsys, "nonsense")
-    assert code == 2 and "invalid choice" in err
+    assert code == 2 and "'nonsense' is not one of options, inspect," in err
     code, _, err = run(capsys, "options", "--category", "nope")
     assert code == 2
     code, _, err = run(capsys, "options", "--check")

@@ -69,13 +69,13 @@ DOCUMENTED_DEFAULTS = {
     "npu_adapter_gear_unpad": "", "npu_adapter_dump_dir": "", "npu_adapter_cache_dir": "",
     "npu_adapter_backend": "cpu",
     "npu_adapter_isolate_clusters": False, "npu_adapter_reuse_sessions": True,
-    "npu_adapter_run_on_user_graph": True, "npu_adapter_emulate_precision": "off",
-    "npu_adapter_compile_cache_max_mb": 10240,
+    "npu_adapter_emulate_precision": "off",
+    "npu_adapter_compile_cache_max_mb": 10240, "npu_adapter_strict_options": False,
 }
 
 SPEC_KINDS = {
     "b": {"npu_adapter_isolate_clusters", "npu_adapter_reuse_sessions",
-          "npu_adapter_run_on_user_graph", "use_off_line",
+          "npu_adapter_strict_options", "use_off_line",
           "mix_compile_mode",
           "enable_data_pre_proc", "lower_functional_ops",
           "in_out_pair_flag", "frozen_variable", "dynamic_input", "compile_dynamic_mode",
@@ -608,3 +608,48 @@ def test_every_option_has_an_effect_class():
         effect, note = effect_of(spec.name)
         assert effect in EFFECT_CLASSES, spec.name
         assert note, spec.name
+
+
+def test_a_script_with_a_megabyte_op_type_list_gets_a_one_line_error():
+    op_types = ",".join(["Pooling", "SoftmaxV2", "Relu"] * 47663)  # 1 MB of valid op types
+    assert len(op_types) >= 1_000_000
+    proto = _proto_with({"op_select_implmode": AttrValue(s=b"high_precision"),
+                         "optypelist_for_implmode": AttrValue(s=op_types.encode())})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NpuAdapterWarning)  # both options are deprecated
+        with pytest.raises(NpuConfigError) as info:
+            NpuConfig.from_config_proto(proto)
+    message = str(info.value)
+    assert info.value.option == "optypelist_for_implmode" and "\n" not in message
+    assert f"the value is {len(op_types)} bytes long" in message
+    assert "at most 65536 bytes" in message and len(message) < 400
+
+
+def test_every_text_option_is_bounded():
+    paths = {spec.name for spec in OPTION_SPECS if spec.max_bytes == 4096}
+    assert {"dump_path", "modify_mixlist", "npu_adapter_dump_dir", "work_path"} <= paths
+    for spec in OPTION_SPECS:
+        if spec.kind != "s":
+            assert spec.max_bytes is None, spec.name
+            continue
+        assert spec.max_bytes == (4096 if spec.name in paths else 65536), spec.name
+        too_long = "a" * (spec.max_bytes + 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NpuAdapterWarning)
+            with pytest.raises(NpuConfigError) as info:
+                NpuConfig.from_dict({spec.name: too_long})
+        assert info.value.option == spec.name
+        assert f"at most {spec.max_bytes} bytes" in str(info.value)
+        assert f"{spec.max_bytes + 1} bytes long" in str(info.value)
+
+
+def test_text_options_up_to_the_bound_are_accepted():
+    op_types = ",".join(["Relu"] * 13107)  # 65534 bytes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NpuAdapterWarning)  # both options are deprecated
+        config = NpuConfig(op_select_implmode="high_precision", optypelist_for_implmode=op_types)
+    assert config.optypelist_for_implmode == op_types
+    layers = " ".join(f"layer_{k:05d}" for k in range(5461))  # 65531 bytes
+    assert NpuConfig(dump_layer=layers).dump_layer == layers
+    with pytest.raises(NpuConfigError, match="65537 bytes long"):
+        NpuConfig(dump_layer="é" * 32768 + "a")  # 32769 characters, 65537 bytes

@@ -48,7 +48,8 @@ def test_precision_modes_valid(options):
 
 def test_precision_modes_are_exclusive():
     error = _error({"precision_mode": "force_fp16", "precision_mode_v2": "fp16"},
-                   "precision_mode", "precision_mode_v2", "'force_fp16'", "'fp16'")
+                   "precision_mode", "precision_mode_v2", "precision_mode=force_fp16",
+                   "precision_mode_v2=fp16")
     assert error.option == "precision_mode + precision_mode_v2"
 
 
@@ -70,9 +71,11 @@ def test_modify_mixlist_with_mixed_mode(options, tmp_path):
 def test_modify_mixlist_three_distinct_messages():
     path = {"modify_mixlist": "/x.json"}
     first = _error({**path, "precision_mode": "force_fp16"},
-                   "modify_mixlist", "precision_mode", "'force_fp16'", "allow_mix_precision")
+                   "modify_mixlist", "precision_mode", "precision_mode=force_fp16",
+                   "allow_mix_precision")
     second = _error({**path, "precision_mode_v2": "origin"},
-                    "modify_mixlist", "precision_mode_v2", "'origin'", "mixed_float16")
+                    "modify_mixlist", "precision_mode_v2", "precision_mode_v2=origin",
+                    "mixed_float16")
     third = _error(path, "modify_mixlist", "no mixed precision mode")
     assert len({first.allowed, second.allowed, third.allowed}) == 3
     assert first.option == "modify_mixlist + precision_mode"
@@ -84,7 +87,7 @@ def test_optypelist_needs_implmode():
                                   "optypelist_for_implmode": "Pooling,SoftmaxV2"})
     assert config.optypelist_for_implmode == "Pooling,SoftmaxV2"
     _error({"optypelist_for_implmode": "Pooling"}, "optypelist_for_implmode",
-           "op_select_implmode must be set", "'Pooling'")
+           "op_select_implmode must be set", "optypelist_for_implmode=Pooling")
 
 
 @pytest.mark.parametrize("options", [
@@ -98,7 +101,7 @@ def test_compress_weight_alone(options):
 @pytest.mark.parametrize("enabled", [True, False])
 def test_compress_weight_conflict_counts_presence(enabled):
     _error({"enable_compress_weight": enabled, "compress_weight_conf": "/x.cfg"},
-           "enable_compress_weight", "compress_weight_conf", "'/x.cfg'")
+           "enable_compress_weight", "compress_weight_conf", "compress_weight_conf=/x.cfg")
 
 
 def test_dims_trio_all_three():
@@ -179,9 +182,9 @@ def test_in_out_pair_requires_mix():
     assert config.in_out_pairs() == [("Variable", ("Add",)), ("Const_1", ("Add",))]
     # a case of the original's tests
     _error({"in_out_pair": pair}, "in_out_pair", "mix_compile_mode",
-           "mix_compile_mode must be True when use in_out_pair.")
+           "mix_compile_mode must be true when use in_out_pair.")
     _error({"in_out_pair": pair, "mix_compile_mode": False},
-           "mix_compile_mode must be True when use in_out_pair.")
+           "mix_compile_mode must be true when use in_out_pair.")
     assert NpuConfig.from_dict({"in_out_pair": ""}).in_out_pairs() is None
 
 
@@ -336,9 +339,9 @@ CASES_35 = [
     ("dump_data=x", {"dump_data": "x"}, "dump_data", "'x'"),
     ("precision_mode=x", {"precision_mode": "x"}, "precision_mode", "'x'"),
     ("both precision modes", {"precision_mode": "force_fp16", "precision_mode_v2": "fp16"},
-     "precision_mode_v2", "'fp16'"),
+     "precision_mode_v2", "precision_mode_v2=fp16"),
     ("modify_mixlist+force_fp16", {"modify_mixlist": "/m.json", "precision_mode": "force_fp16"},
-     "modify_mixlist", "'force_fp16'"),
+     "modify_mixlist", "precision_mode=force_fp16"),
     ("variable_use_1g_huge_page=3", {"variable_use_1g_huge_page": 3},
      "variable_use_1g_huge_page", "3"),
     ("jit_compile=yes", {"jit_compile": "yes"}, "jit_compile", "'yes'"),
@@ -372,7 +375,7 @@ CASES_35 = [
      "dynamic_node_type", "should use together"),
     ("buffer_optimize=x", {"buffer_optimize": "x"}, "buffer_optimize", "'x'"),
     ("compress weight conflict", {"enable_compress_weight": True, "compress_weight_conf": "c"},
-     "compress_weight_conf", "'c'"),
+     "compress_weight_conf", "compress_weight_conf=c"),
     ("session_device_id=-1", {"session_device_id": -1}, "session_device_id", "-1"),
     ("variable_placement=Cloud", {"variable_placement": "Cloud"}, "variable_placement",
      "'Cloud'"),

@@ -119,6 +119,138 @@ def test_float32_against_float16_emulation(dumps):
     assert loose.first_divergence(0) is None
 
 
+# ---------------------------------------------------------------------------- an overflow
+
+
+def overflow_net():
+    """x ─► fc1 (MatMul) ─► act1 (Relu) ─► fc2 (MatMul, 900 × 16 inputs: beyond float16's
+    65504) ─► scaled (Mul) ─► sig (Sigmoid) ─► total (Sum)"""
+    rng = np.random.default_rng(1)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [2, 16], name="x")
+        w1 = tf.constant(rng.standard_normal((16, 16)).astype(np.float32))
+        act1 = tf.nn.relu(tf.matmul(x, w1, name="fc1"), name="act1")
+        fc2 = tf.matmul(act1, tf.constant(np.full((16, 4), 900.0, np.float32)), name="fc2")
+        sig = tf.nn.sigmoid(tf.multiply(fc2, 1e-5, name="scaled"), name="sig")
+        tf.reduce_sum(sig, name="total")
+    return g
+
+
+def overflow_dump(directory, emulate):
+    """One iteration of :func:`overflow_net`; ``emulate``: force_fp16 under precision
+    emulation (every device op computes in float16, as the device would)."""
+    directory.mkdir()
+    options = {"enable_dump": True, "dump_path": str(directory), "dump_mode": "all"}
+    if emulate:
+        options.update(npu_adapter_emulate_precision="on", precision_mode="force_fp16")
+    config = NpuConfig(**options)
+    result = npu_adapter.rewrite(overflow_net().as_graph_def(), config, fetches=["total:0"],
+                                 feeds=["x:0"])
+    x = np.random.default_rng(5).standard_normal((2, 16)).astype(np.float32) * 10
+    with DumpSession.from_config(config, stream=io.StringIO()) as session:
+        graph_def = session.instrument(result.graph_def)
+        with tf.Graph().as_default():
+            tf.import_graph_def(graph_def, name="")
+            with tf1.Session() as sess:
+                sess.run(result.tensor_map["total:0"], {"x:0": x})
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def overflow(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("overflow")
+    return overflow_dump(tmp_path / "cpu", False), overflow_dump(tmp_path / "fp16", True)
+
+
+def test_the_op_whose_output_overflows_is_named_with_its_output_figures(overflow):
+    result = compare_dumps(*overflow, progress_interval=0)
+    ops = {op.op_name: op for op in result.ops}
+    fc2 = ops["fc2"]
+    assert result.first_nonfinite(0) is fc2 and result.first_divergence(0) is fc2
+    # Its inputs agree within the thresholds: the op itself overflows.
+    assert fc2.inputs_agree is True and fc2.status == "nonfinite"
+    worst = fc2.worst_tensor
+    assert (worst.direction, worst.index, worst.status) == ("output", 0, "nonfinite")
+    assert (worst.other_nonfinite, worst.golden_nonfinite, worst.elements) == (8, 0, 8)
+    # No figure that reads as a match (cosine 1 and error 0 over no finite value).
+    assert worst.cosine is None and worst.max_abs is None and worst.error_ratio is None
+    # Upstream ops pass, though the inputs of fc1/act1 differ by float16 rounding.
+    assert ops["fc1"].status == ops["act1"].status == "ok"
+    # Passing ops stay below the threshold the chart draws, diverging ones reach it.
+    for op in result.ops:
+        if op.status == "ok":
+            assert op.error_ratio < 1, op.op_name
+        elif op.status == "diverged":
+            assert op.error_ratio >= 1, op.op_name
+    summary = result.to_json()["steps"][0]
+    assert summary["first_nonfinite"]["op_name"] == "fc2"
+    assert summary["first_nonfinite"]["figures"] == \
+        "output 0: 8 of 8 values inf/nan (golden 0), 8 differ"
+    assert summary["ops_with_new_nonfinite"] >= 1
+
+
+def test_overflow_in_the_page_and_the_cli(overflow, tmp_path, capsys):
+    page = render_comparison_html(compare_dumps(*overflow, progress_interval=0))
+    assert ("the first op whose output has inf/nan is <b>fc2</b> (MatMul): output 0: 8 of 8 "
+            "values inf/nan (golden 0), 8 differ. Its inputs agree") in page
+    # The chart names every op and marks the first divergence in bold red.
+    labels = page.split('class="oplabel"')[1:]
+    assert [label[label.index(">") + 1:label.index("<")] for label in labels] == [
+        "fc1", "act1", "fc2", "scaled", "sig", "total"]
+    assert 'font-weight="bold">fc2</text>' in page
+    assert page.count('class="pt nonfinite"') == 2     # fc2 and scaled: inf/nan
+    # fc2's output row: counts of inf/nan, no cosine 1 / error 0.
+    row = page[page.index('id="tensors"'):]
+    row = row[row.index("<td>fc2</td>"):]
+    row = row[row.index("<td>output 0</td>"):]
+    row = row[:row.index("</tr>")]
+    assert ">0 / 8</td>" in row and ">inf/nan: 8 of 8 differ</td>" in row
+    assert ">1</td>" not in row and ">0</td>" not in row
+    assert main(["dump", "compare", *overflow, "--check"]) == 3
+    printed = capsys.readouterr().out
+    assert ("first diverging op, the first with inf/nan in its output: fc2 (MatMul), output 0: "
+            "8 of 8 values inf/nan (golden 0), 8 differ; its inputs agree") in printed
+
+
+def test_models_are_ordered_by_when_their_result_was_ready(tmp_path):
+    """A model's op that needs no input (the read of a weight) may run before every other
+    model: the models follow their last dump, not their first."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [4], name="x")
+        first = tf.exp(x * 0.5, name="first/exp")
+        from tensorflow.core.framework import attr_value_pb2
+
+        from npu_adapter import tf_compat
+
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+            host = tf.abs(first, name="host")
+        weight = tf.identity(tf.constant([1.0, 2.0, 3.0, 4.0]), name="second/weight")
+        tf.reduce_sum(tf.multiply(host, weight, name="second/mul"), name="second/total")
+    directory = tmp_path / "dump"
+    directory.mkdir()
+    config = NpuConfig(enable_dump=True, dump_path=str(directory), dump_mode="all",
+                       mix_compile_mode=True)
+    result = npu_adapter.rewrite(g.as_graph_def(), config, fetches=["second/total:0"],
+                                 feeds=["x:0"])
+    assert len(result.clusters) == 2
+    with DumpSession.from_config(config, stream=io.StringIO()) as session:
+        graph_def = session.instrument(result.graph_def)
+        with tf.Graph().as_default():
+            tf.import_graph_def(graph_def, name="")
+            with tf1.Session() as sess:
+                sess.run(result.tensor_map["second/total:0"], {"x:0": np.ones(4, np.float32)})
+    entries = [e for e in scan_dump_tree(str(directory)) if e.kind == "tensor"]
+    earliest = min(e.name.timestamp for e in entries)
+    (weight,) = [e for e in entries if e.op_name == "second_weight"]
+    # As when the weight's read runs first: its file carries the earliest time stamp.
+    os.rename(weight.path, weight.path.replace(str(weight.name.timestamp), str(earliest - 1)))
+    ops = [op.op_name for op in compare_dumps(str(directory), str(directory),
+                                              progress_interval=0).ops]
+    assert ops.index("first/exp") < ops.index("second/weight") < ops.index("second/total")
+
+
 # ---------------------------------------------------------------------------- a device's dump
 
 
@@ -207,8 +339,17 @@ def test_compare_arrays_metrics():
     assert compare_arrays(np.zeros(3), np.ones(3))["cosine"] == 0.0
     nan = compare_arrays(np.array([np.nan, np.inf, 1.0]), np.array([np.nan, np.inf, 1.0]))
     assert nan["nonfinite_mismatch"] == 0 and not nan["diverged"]
+    assert (nan["golden_nonfinite"], nan["other_nonfinite"]) == (2, 2)
     bad = compare_arrays(np.array([np.inf, 1.0]), np.array([-np.inf, 1.0]))
     assert bad["nonfinite_mismatch"] == 1 and bad["diverged"]
+    # Errors within atol are a match whatever the cosine of near-zero values says.
+    tiny = compare_arrays(np.array([1e-11, 2e-11]), np.zeros(2))
+    assert tiny["cosine"] == 0.0 and not tiny["diverged"] and tiny["error_ratio"] < 1
+    overflow = compare_arrays(np.array([70000.0, 1.0]), np.array([np.inf, 1.0]))
+    assert overflow["nonfinite_mismatch"] == 1 and overflow["diverged"]
+    assert overflow["cosine"] is None and overflow["max_abs"] is None
+    # error_ratio: 1 is the threshold (max abs 0.5 against 1e-5 + 1e-3 × 4).
+    assert m["error_ratio"] == pytest.approx(0.5 / (1e-5 + 4e-3))
 
 
 def test_shape_mismatch_and_missing_ops(dumps, tmp_path):
@@ -245,7 +386,7 @@ def test_json_and_html(dumps, tmp_path):
     assert {op["op_name"] for op in data["ops"]} >= {"net/conv", "net/scaled"}
     page = render_comparison_html(result)
     assert page.startswith("<!DOCTYPE html>") and "table class=\"sortable\"" in page
-    assert "<svg" in page and "first divergence: net/scaled" in page
+    assert "<svg" in page and 'font-weight="bold">net/scaled</text>' in page
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
@@ -276,7 +417,8 @@ def test_cli_compare(dumps, tmp_path, capsys):
                  "--check"])
     assert code == 3
     out = capsys.readouterr().out
-    assert "iteration 0: 8 ops compared, 3 diverged; first diverging op: net/scaled (Mul)" in out
+    assert "iteration 0: 8 ops compared, 3 diverged\n  first diverging op: net/scaled (Mul), " \
+        "output 0: cosine 1, max abs error" in out
     assert sorted(os.listdir(out_dir)) == ["comparison.html", "comparison.json"]
     assert main(["dump", "compare", dumps["golden"], dumps["golden"], "--check"]) == 0
     assert main(["dump", "compare", str(tmp_path / "missing"), dumps["golden"]]) == 2
@@ -314,3 +456,29 @@ def test_comparison_page_in_headless_chromium(dumps, tmp_path):
     SHOT.screenshot(str(page), str(png), width=1200, height=1600)
     stats, problems = SHOT.check_png(str(png), ["#f9c5c5"])   # the first divergence's row
     assert problems == [], problems
+
+
+_SORT_PROBE = """
+var th = document.querySelectorAll('#tensors thead th'), out = {};
+function column(k) {
+  return Array.prototype.map.call(document.querySelectorAll('#tensors tbody tr'),
+    function (tr) { var c = tr.cells[k]; var v = c.getAttribute('data-k');
+                    return v === null ? c.textContent : v; });
+}
+th[2].click(); out.op = column(2);
+th[12].click(); out.ratio = column(12);
+th[12].click(); out.ratio_desc = column(12);
+return out;
+"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+def test_comparison_tables_sort_in_headless_chromium(dumps, tmp_path):
+    page = tmp_path / "comparison.html"
+    result = compare_dumps(dumps["golden"], dumps["changed"], progress_interval=0)
+    page.write_text(render_comparison_html(result))
+    got = SHOT.probe(str(page), _SORT_PROBE)
+    names = [op.op_name for op in result.ops for _ in op.tensors]
+    assert got["op"] == sorted(names)   # "net/act" … "total"
+    ratios, desc = ([float(v) for v in got[k]] for k in ("ratio", "ratio_desc"))
+    assert ratios == sorted(ratios) and desc == sorted(ratios, reverse=True)

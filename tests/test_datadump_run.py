@@ -14,6 +14,7 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 import npu_adapter
+from npu_adapter import tf_compat
 from npu_adapter.config import NpuConfig
 from npu_adapter.datadump import DumpSession, instrument_for_dump, read_dump_file, scan_dump_tree
 from npu_adapter.datadump.reader import read_stats_file
@@ -33,7 +34,7 @@ def small_graph():
         mm = tf.matmul(x, w, name="net/mm")
         bias = tf.add(mm, tf.constant([0.5, -0.5, 1.0, 0.0]), name="net/bias")
         act = tf.tanh(bias, name="net/act")
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             host = tf.abs(act, name="host/abs")
         sq = tf.square(host, name="tail/sq")
         tf.reduce_sum(sq, name="tail/total")
@@ -278,8 +279,6 @@ def test_instrumented_graph_is_deterministic_and_not_instrumented_twice(tmp_path
 
 
 def test_close_releases_the_callbacks(tmp_path):
-    from tensorflow.python.ops import script_ops
-
     config = NpuConfig(mix_compile_mode=True, enable_dump=True, dump_path=str(tmp_path))
     result = npu_adapter.rewrite(small_graph().as_graph_def(), config,
                                  fetches=["tail/total:0"], feeds=[FEED])
@@ -287,10 +286,10 @@ def test_close_releases_the_callbacks(tmp_path):
     instrumented = dump.instrument(result.graph_def)
     tokens = [n.attr["token"].s.decode() for f in instrumented.library.function
               for n in f.node_def if n.op == "PyFunc"]
-    assert all(script_ops._py_funcs.get(t) is not None for t in tokens)
+    assert all(tf_compat.registered_py_func(t) is not None for t in tokens)
     dump.close()
     dump.close()
-    assert dump.closed and all(script_ops._py_funcs.get(t) is None for t in tokens)
+    assert dump.closed and all(tf_compat.registered_py_func(t) is None for t in tokens)
 
 
 @pytest.mark.parametrize("isolate", [False, True])
@@ -310,8 +309,7 @@ def test_dumps_with_inlined_and_with_isolated_cluster_functions(tmp_path, isolat
 
 
 @pytest.mark.parametrize("control_flow_v2", [False, True])
-def test_loop_sinking_counts_each_iteration_as_a_step(tmp_path, monkeypatch,
-                                                       control_flow_v2):
+def test_loop_sinking_counts_each_iteration_as_a_step(tmp_path, control_flow_v2):
     """The lead runs a cluster N times in one while loop per session.run (iterations run one
     after the other, as on the device): each iteration is one dump step."""
     g = tf.Graph()
@@ -334,11 +332,13 @@ def test_loop_sinking_counts_each_iteration_as_a_step(tmp_path, monkeypatch,
                     args=[x_in * tf.cast(i, tf.float32)], Tout=[tf.float32], f=body_fn)
                 return i + 1, total + tf.reduce_sum(out)
 
-            from tensorflow.python.ops import control_flow_util
-
-            monkeypatch.setattr(control_flow_util, "ENABLE_CONTROL_FLOW_V2", control_flow_v2)
-            loop = tf1.while_loop(lambda i, t: i < 5, body, [tf.constant(0), tf.constant(0.0)],
-                                  parallel_iterations=1)
+            was_v2 = tf1.control_flow_v2_enabled()
+            (tf1.enable_control_flow_v2 if control_flow_v2 else tf1.disable_control_flow_v2)()
+            try:
+                loop = tf1.while_loop(lambda i, t: i < 5, body,
+                                      [tf.constant(0), tf.constant(0.0)], parallel_iterations=1)
+            finally:
+                (tf1.enable_control_flow_v2 if was_v2 else tf1.disable_control_flow_v2)()
             kinds = {op.type for op in run_graph.get_operations()}
             assert ("While" in kinds or "StatelessWhile" in kinds) is control_flow_v2
             assert ("Enter" in kinds) is not control_flow_v2

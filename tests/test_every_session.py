@@ -2,7 +2,7 @@
 
 MonitoredTrainingSession, SessionManager, tf.estimator (TF 2.15) and the Keras backend create
 their sessions through TensorFlow's own session module; each must rewrite (a cluster holding the
-training step in its shadow graph) and give plain TensorFlow's numbers.
+training step) and give plain TensorFlow's numbers.
 """
 
 import numpy as np
@@ -11,9 +11,7 @@ import tensorflow as tf
 
 import npu_adapter
 from npu_adapter.config import NpuConfig
-from npu_adapter.session import is_npu_session
-from npu_adapter.session.shadow import ShadowGraph
-from npu_adapter.vocabulary import NPU_OPTIMIZER_ATTR
+from npu_adapter.session import graph_rewrites, is_npu_session, runner_of
 
 tf1 = tf.compat.v1
 HAS_ESTIMATOR = hasattr(tf, "estimator")
@@ -33,9 +31,8 @@ def npu_config(**options):
 
 
 def cluster_calls(graph):
-    """Cluster call ops installed in ``graph``'s shadow."""
-    shadow = ShadowGraph.for_graph(graph).graph
-    return [op for op in shadow.get_operations() if NPU_OPTIMIZER_ATTR in op.node_def.attr]
+    """The clusters of the signatures the NPU sessions on ``graph`` ran."""
+    return [c.name for result in graph_rewrites(graph) for c in result.clusters]
 
 
 def build(graph):
@@ -88,7 +85,7 @@ def test_session_manager_prepares_an_npu_session():
     try:
         assert is_npu_session(sess)
         sess.run(train)
-        assert sess.npu_rewrite_result(loss).clusters
+        assert runner_of(sess).rewrite_result(loss).clusters
     finally:
         sess.close()
 
@@ -96,7 +93,7 @@ def test_session_manager_prepares_an_npu_session():
 def test_keras_backend_session_after_set_keras_session_npu_config():
     from npu_bridge import _init_api
 
-    keras_backend = _init_api._keras_backend()
+    keras_backend = tf.compat.v1.keras.backend  # the Keras the NPU session is handed to
     graph = tf.Graph()
     try:
         with graph.as_default():
@@ -106,7 +103,7 @@ def test_keras_backend_session_after_set_keras_session_npu_config():
             y = tf.nn.relu(tf.matmul(x, tf.ones([3, 2])), name="ky")
             got = keras_backend.get_session().run(y, {x: np.ones((2, 3), np.float32)})
             np.testing.assert_array_equal(got, np.full((2, 2), 3.0, np.float32))
-            assert sess.npu_rewrite_result(y, {x: None}).clusters
+            assert runner_of(sess).rewrite_result(y, {x: None}).clusters
             sess.close()
     finally:
         keras_backend.clear_session()
@@ -135,4 +132,4 @@ def test_estimator_with_an_npu_session_config_rewrites(tmp_path):
     estimator = tf.estimator.Estimator(model_fn, config=run_config)
     estimator.train(input_fn, steps=4)
     assert is_npu_session(probe.session)
-    assert probe.session.npu_rewrite_count >= 1
+    assert runner_of(probe.session).rewrite_count >= 1

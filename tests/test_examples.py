@@ -20,11 +20,15 @@ def test_example_runs_and_matches_plain_tensorflow(example):
     lines = proc.stdout.splitlines()
     verdicts = [line for line in lines if "equals plain TensorFlow bit for bit" in line]
     assert verdicts and all(line.endswith("True") for line in verdicts), proc.stdout
+    if example == "infer_from_pb.py":
+        # The accuracy means something: a trained model, on images it did not see.
+        (line,) = [line for line in lines if line.startswith("Top1 accuracy:")]
+        assert float(line.split()[2].rstrip("%")) >= 90 and "held-out" in line, line
 
 
 def test_examples_use_the_npu_session():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0")
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "mix_compile.py")], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
-    assert "mix_compile_mode: clusters [('GeOp" in proc.stdout
-    assert "in_out_pair, flag true: clusters [('GeOp2_0', 10)]" in proc.stdout
+    assert "mix_compile_mode: clusters GeOp" in proc.stdout
+    assert "in_out_pair, flag true: clusters GeOp2_0 (10 nodes)\n" in proc.stdout

@@ -7,11 +7,11 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
-from npu_adapter import rewrite
+from npu_adapter import rewrite, tf_compat
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError, RewriteError
 from npu_adapter.pipeline.gears import GearTable
-from npu_adapter.session import LAZY_CACHE_SIZE, NpuSession, plain_session_class
+from npu_adapter.session import LAZY_CACHE_SIZE, NpuSession, plain_session_class, runner_of
 from npu_adapter.testing import assert_rewrite_equivalent
 
 tf1 = tf.compat.v1
@@ -65,22 +65,6 @@ def test_guide_example_shape_in_no_gear_is_a_named_error():
     assert "match no gear" in message
     assert "input data:0 has shape] [1 1 40 30]" in message
     assert "gear 2: data:0:1,1,40,80;label:0:1,60;mask:0:4,4" in message
-
-
-def test_gear_structure_case_and_static_branches():
-    res = rewrite(seed_graph(), SEED_CONFIG, fetches=SEED_FETCHES)
-    functions = {f.signature.name: f for f in res.graph_def.library.function}
-    dispatcher = functions["GeOp1_0"]
-    (case,) = [n for n in dispatcher.node_def if n.op == "Case"]
-    assert [f.name for f in case.attr["branches"].list.func] == [
-        "GeOp1_0_gear_0", "GeOp1_0_gear_1", "GeOp1_0_gear_2"]
-    branch = functions["GeOp1_0_gear_2"]
-    pinned = {n.attr["shape"].shape.SerializeToString() for n in branch.node_def
-              if n.op == "EnsureShape"}
-    assert tf.TensorShape([4, 4]).as_proto().SerializeToString() in pinned
-    node = next(n for n in res.graph_def.node if n.name == "GeOp1_0")
-    assert node.attr["_input_shape"].s.decode() == SEED_INPUT_SHAPE
-    assert node.attr["_npu_adapter_gear_policy"].s == b"exact"
 
 
 def test_gears_are_deterministic():
@@ -137,12 +121,12 @@ def subgraph_scope_graph(extra_whole_graph=False):
     with g.as_default():
         ori = tf1.placeholder(tf.uint8, [None, None, 3], name="ori_image")
         pre = tf.identity(ori, name="pre")
-        with g._attr_scope({"_subgraph_multi_dims_index": attr_value_pb2.AttrValue(i=0)}):
+        with tf_compat.attr_scope({"_subgraph_multi_dims_index": attr_value_pb2.AttrValue(i=0)}):
             image = tf.expand_dims(pre, axis=0)
-            image.op._set_attr("_subgraph_multi_dims_input_shape",
-                               attr_value_pb2.AttrValue(s=b"0:-1,-1,3"))
-            image.op._set_attr("_subgraph_multi_dims_input_dims",
-                               attr_value_pb2.AttrValue(s=b"48,48;96,96;192,192"))
+            tf_compat.set_op_attr(image.op, "_subgraph_multi_dims_input_shape",
+                                  attr_value_pb2.AttrValue(s=b"0:-1,-1,3"))
+            tf_compat.set_op_attr(image.op, "_subgraph_multi_dims_input_dims",
+                                  attr_value_pb2.AttrValue(s=b"48,48;96,96;192,192"))
             fp32 = tf.cast(image, tf.float32)
             nchw = tf.transpose(fp32, [0, 3, 1, 2])
             tf.reduce_mean(tf.nn.sigmoid(nchw / 255.0), axis=[1], name="score")
@@ -240,7 +224,7 @@ def test_pad_up_waste_is_reported_by_the_session():
     with NpuSession(graph=g, config=config) as sess:
         for rows in (3, 4, 9):
             sess.run("probs:0", {"x:0": np.zeros((rows, 16), np.float32)})
-        stats = sess.npu_gear_stats()
+        stats = runner_of(sess).gear_stats()
     (st,) = stats.values()
     assert st["runs"] == 3 and st["gear_counts"] == {0: 2, 2: 1}
     assert st["actual_elements"] == (3 + 4 + 9) * 16
@@ -259,11 +243,13 @@ def test_gear_table_selection_reference():
 
 # --------------------------------------------------------------------------- graph exec config
 def _exec_config(op, dynamic_input, mode="dynamic_execute", shape_range=""):
-    op._set_attr("_graph_dynamic_input", attr_value_pb2.AttrValue(b=dynamic_input))
-    op._set_attr("_graph_dynamic_graph_execute_mode", attr_value_pb2.AttrValue(s=mode.encode()))
-    op._set_attr("_graph_dynamic_inputs_shape_range",
-                 attr_value_pb2.AttrValue(s=shape_range.encode()))
-    op._set_attr("_is_train_graph", attr_value_pb2.AttrValue(b=False))
+    attrs = {"_graph_dynamic_input": attr_value_pb2.AttrValue(b=dynamic_input),
+             "_graph_dynamic_graph_execute_mode": attr_value_pb2.AttrValue(s=mode.encode()),
+             "_graph_dynamic_inputs_shape_range":
+                 attr_value_pb2.AttrValue(s=shape_range.encode()),
+             "_is_train_graph": attr_value_pb2.AttrValue(b=False)}
+    for name, value in attrs.items():
+        tf_compat.set_op_attr(op, name, value)
 
 
 def dynamic_graph(graph_level=None):
@@ -326,7 +312,7 @@ def test_lazy_recompile_specialises_per_shape_with_lfu_eviction():
             for rows in [1, 1, 2, 1] + list(range(3, 3 + LAZY_CACHE_SIZE)) + [2, 1]:
                 got = sess.run("out:0", {"x:0": np.full((rows, 4), rows, np.float32)})
                 np.testing.assert_array_equal(got, expected(rows))
-            stats = sess.npu_lazy_stats()
+            stats = runner_of(sess).lazy_stats()
     # Shapes 1 (used 3 times) and 2 (once), then 10 new ones: the cache holds 10, so the 11th and
     # 12th evict the least frequently used, oldest first (2, then 3). 2 comes back: rebuilt (a
     # re-specialisation, evicting 4); 1 never left: a hit.
@@ -342,7 +328,7 @@ def test_keep_dtype_is_carried_into_the_cluster_and_reported():
     with g.as_default():
         x = tf1.placeholder(tf.float32, [4], name="x")
         y = tf.nn.softmax(x * 2.0, name="soft")
-        y.op._set_attr("_keep_dtype", attr_value_pb2.AttrValue(i=1))
+        tf_compat.set_op_attr(y.op, "_keep_dtype", attr_value_pb2.AttrValue(i=1))
         tf.identity(y, name="out")
     res = rewrite(g.as_graph_def(), {}, fetches=["out:0"])
     assert res.placement["soft"]["keep_dtype"] is True
@@ -351,21 +337,15 @@ def test_keep_dtype_is_carried_into_the_cluster_and_reported():
     assert next(n for n in fdef.node_def if n.name == "soft").attr["_keep_dtype"].i == 1
 
 
-@pytest.mark.parametrize("on_user_graph", [True, False], ids=["user_graph", "shadow"])
-def test_session_calls_the_chosen_gear_directly(on_user_graph):
+def test_session_calls_the_chosen_gear_directly():
     """With fed inputs and the exact policy the session picks the gear from the fed shapes (as
     the original GeOp kernel does on the host) and runs that gear's copy of the cluster,
-    skipping the in-graph dispatcher: on the CPU reference inlined, and (a static-shape copy of
-    the user's nodes, its shape checks made by the choice) on the user's graph itself unless
-    the option sends it to the shadow. A shape in no gear still gets the dispatcher's named
-    error."""
-    from npu_adapter.session import core
-
+    skipping the in-graph dispatcher (no ``Case`` runs). A shape in no gear still gets the
+    dispatcher's named error."""
     g = tf.Graph()
     with g.as_default():
         tf.graph_util.import_graph_def(seed_graph(), name="")
-    config = NpuConfig.from_dict({**SEED_CONFIG, "npu_adapter_run_on_user_graph": on_user_graph}) \
-        .to_config_proto()
+    config = NpuConfig.from_dict(SEED_CONFIG).to_config_proto()
     plain = plain_session_class()(graph=g)
     with NpuSession(graph=g, config=config) as sess:
         for gear in (0, 1, 2, 1, 0):
@@ -373,27 +353,23 @@ def test_session_calls_the_chosen_gear_directly(on_user_graph):
             got = sess.run(SEED_FETCHES, feeds)
             want = plain.run(SEED_FETCHES, feeds)
             assert [a.tobytes() for a in got] == [b.tobytes() for b in want]
-        (entry,) = sess._npu_signatures.values()
-        assert sorted(entry.variants) == [("gears", (0,)), ("gears", (1,)), ("gears", (2,))]
-        direct = {key: installed is core._DIRECT for key, installed in entry.variants.items()}
-        assert set(direct.values()) == {on_user_graph}
+        traced = tf1.RunMetadata()
+        sess.run(SEED_FETCHES, seed_feeds(SEED_GEARS[2], seed=2),
+                 options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
+                 run_metadata=traced)
+        labels = [n.timeline_label for d in traced.step_stats.dev_stats for n in d.node_stats]
+        assert any(label.startswith("GeOp1_0 = ") for label in labels)
+        assert not any("= Case(" in label for label in labels)
         assert not any(op.type == "StatefulPartitionedCall" for op in g.get_operations())
-        # No gear function is called: the gears' bodies, their shape checks included, are
-        # inlined into the shadow, or the user's nodes run where they are.
-        shadow_ops = sess._graph.get_operations()
-        assert not any(op.type == "StatefulPartitionedCall" for op in shadow_ops)
-        assert any(op.type == "EnsureShape" for op in shadow_ops) is not on_user_graph
-        assert ("_npu_direct" in sess.__dict__) is on_user_graph
         with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
             sess.run(SEED_FETCHES, seed_feeds(((1, 1, 40, 30), (1, 30), (1, 1))))
-        assert sess.npu_gear_stats()["GeOp1_0"]["gear_counts"] == {0: 2, 1: 2, 2: 1}
+        assert runner_of(sess).gear_stats()["GeOp1_0"]["gear_counts"] == {0: 2, 1: 2, 2: 2}
     plain.close()
 
 
-def test_repeated_shapes_repeat_the_selection_and_are_counted_each_run():
-    """A step whose fed shapes an earlier step of the same fetches had repeats that step's
-    selection (the session keeps it per run plan): every run is counted, in the right gear,
-    and a new shape, or a shape in no gear, still selects anew."""
+def test_repeated_shapes_are_counted_each_run():
+    """Every run is counted, in the right gear, whether its fed shapes are new or repeat an
+    earlier step's; a shape in no gear is refused each time."""
     config = NpuConfig.from_dict(dict(PAD_UP, input_shape="x:-1,16", dynamic_dims="4;8;16",
                                       npu_adapter_gear_unpad="probs:0:0")).to_config_proto()
     g = tf.Graph()
@@ -410,9 +386,7 @@ def test_repeated_shapes_repeat_the_selection_and_are_counted_each_run():
             sess.run("probs:0", {"x:0": np.zeros((17, 16), np.float32)})
         with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear"):
             sess.run("probs:0", {"x:0": np.zeros((17, 16), np.float32)})
-        (plan,) = [p for p in sess._npu_fast.values() if p.choices is not None]
-        assert sorted(plan.choices) == [((3, 16),), ((4, 16),), ((9, 16),), ((17, 16),)]
-        (st,) = sess.npu_gear_stats().values()
+        (st,) = runner_of(sess).gear_stats().values()
     plain.close()
     assert st["runs"] == len(rows_run) and st["gear_counts"] == {0: 4, 2: 3}
     assert st["actual_elements"] == sum(rows_run) * 16
@@ -448,11 +422,11 @@ def test_gears_on_a_placeholder_with_default_and_without_feed_dict():
     with NpuSession(graph=g, config=config) as sess:
         got = sess.run("out:0")
         assert got.tobytes() == plain.run("out:0").tobytes()
-        assert not sess.npu_rewrite_result("out:0").clusters[0].gears
+        assert not runner_of(sess).rewrite_result("out:0").clusters[0].gears
         four = {"x:0": np.full((4, 3), 0.5, np.float32)}
         assert sess.run("out:0", four).tobytes() == plain.run("out:0", four).tobytes()
-        assert sess.npu_rewrite_result("out:0", four).clusters[0].gears
-        assert sess.npu_gear_stats()["GeOp2_0"]["gear_counts"] == {1: 1}
+        assert runner_of(sess).rewrite_result("out:0", four).clusters[0].gears
+        assert runner_of(sess).gear_stats()["GeOp2_0"]["gear_counts"] == {1: 1}
     plain.close()
 
 
@@ -468,3 +442,71 @@ def test_gears_fed_by_a_dataset_without_feed_dict():
         values = [sess.run("out:0") for _ in range(3)]
     want = np.square(np.arange(24, dtype=np.float32).reshape(12, 2)).sum(axis=1)
     np.testing.assert_array_equal(np.concatenate(values), want)
+
+
+@pytest.mark.parametrize("node_type", [1, 0], ids=["placeholder", "dataset"])
+def test_a_graph_with_variables_runs_every_signature_with_gears(node_type):
+    """Gears belong to the runs that read the gear input: the initialiser, a read of a variable
+    and a checkpoint run as usual, and the step matches plain TensorFlow."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            if node_type == 1:
+                x = tf1.placeholder(tf.float32, [None, 4], name="x")
+            else:
+                data = tf.data.Dataset.from_tensor_slices(
+                    np.arange(40, dtype=np.float32).reshape(10, 4)).batch(4).repeat()
+                x = tf1.data.make_one_shot_iterator(data).get_next(name="batch")
+            v = tf1.get_variable("v", initializer=np.ones(4, np.float32), use_resource=False)
+            y = tf.reduce_sum(x * v, name="y")
+            with tf.control_dependencies([y]):  # read, then update: no race
+                step = tf1.assign_add(v, tf.reduce_mean(x, 0), name="step")
+            init = tf1.global_variables_initializer()
+        return graph, y, step, init, v
+
+    name = "x" if node_type == 1 else "batch"
+    config = NpuConfig.from_dict({"input_shape": f"{name}:-1,4", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": node_type}).to_config_proto()
+    feeds = [{"x:0": np.full((rows, 4), k, np.float32)} for k, rows in enumerate((2, 4, 2))] \
+        if node_type == 1 else [None] * 3
+    seen = {}
+    for cls in (plain_session_class(), NpuSession):
+        graph, y, step, init, v = build()
+        with cls(graph=graph, config=config) as sess:
+            sess.run(init)
+            seen[cls] = [sess.run([y, step], feed)[0] for feed in feeds] + [sess.run(v)]
+    for plain, npu in zip(*seen.values()):
+        assert np.asarray(plain).tobytes() == np.asarray(npu).tobytes()
+
+
+def test_a_random_op_keeps_one_sequence_across_gears():
+    """Batches 2, 4, 2, 4 through gears 2;4 draw from one random kernel, as in a plain
+    session."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf1.placeholder(tf.float32, [None, 3], name="x")
+            tf.identity(x + tf.random.uniform(tf.shape(x), seed=7), name="y")
+        return graph
+
+    config = NpuConfig.from_dict({"input_shape": "x:-1,3", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 1}).to_config_proto()
+    seen = {}
+    for cls in (plain_session_class(), NpuSession):
+        with cls(graph=build(), config=config) as sess:
+            seen[cls] = [sess.run("y:0", {"x:0": np.zeros((rows, 3), np.float32)})
+                         for rows in (2, 4, 2, 4)]
+    for plain, npu in zip(*seen.values()):
+        assert plain.tobytes() == npu.tobytes()
+
+
+def test_input_shape_naming_no_graph_input_is_refused():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 4], name="x")
+        tf.identity(x * 2.0, name="y")
+    config = NpuConfig.from_dict({"input_shape": "nope:-1,4", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 1}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess, \
+            pytest.raises(tf.errors.InvalidArgumentError, match="input_shape names 'nope'"):
+        sess.run("y:0", {"x:0": np.zeros((2, 4), np.float32)})

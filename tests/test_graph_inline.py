@@ -1,4 +1,4 @@
-"""Inlining cluster calls (npu_adapter/graph/inline.py) and the sessions that install them so.
+"""Inlining cluster calls (npu_adapter/graph/inline.py), as CPU-reference sessions install them.
 
 Each inlined graph is run by plain TensorFlow and compared with the graph that still calls the
 function: same values, and the call's control edges still order what they ordered.
@@ -12,15 +12,10 @@ from tensorflow.core.framework import types_pb2
 from npu_adapter.config import NpuConfig
 from npu_adapter.graph import inline
 from npu_adapter.graph.functions import graph_to_function_def
-from npu_adapter.session import NpuSession, plain_session_class
-from npu_adapter.session import shadow as shadow_module
-from npu_adapter.session.shadow import ShadowGraph
+from npu_adapter.session import NpuSession, plain_session_class, runner_of
 
 tf1 = tf.compat.v1
 PlainSession = plain_session_class()
-# Sessions below install their signatures in the shadow graph even where they could run on the
-# user's graph (npu_adapter/session/direct.py): the install is what they test.
-SHADOW = {"npu_adapter_run_on_user_graph": False}
 FLOAT, RESOURCE = types_pb2.DT_FLOAT, types_pb2.DT_RESOURCE
 
 
@@ -194,92 +189,21 @@ def _call_ops(graph):
     return [op for op in graph.get_operations() if op.type in inline.CALL_OPS]
 
 
-@pytest.mark.parametrize("isolate", [False, True])
-def test_a_cpu_session_installs_its_clusters_inlined_unless_isolated(isolate):
-    graph, x, y = _model()
-    feed = {x: np.linspace(-1, 1, 32, dtype=np.float32).reshape(2, 16)}
-    want = PlainSession(graph=graph).run(y, feed)
-    config = NpuConfig.from_dict({"npu_adapter_isolate_clusters": isolate, **SHADOW}) \
-        .to_config_proto()
-    with NpuSession(graph=graph, config=config) as sess:
-        got = sess.run(y, feed)
-        result = sess.npu_rewrite_result(y, feed)
-        shadow = ShadowGraph.for_graph(graph).graph
-    np.testing.assert_array_equal(got, want)
-    assert result.clusters
-    cluster = result.clusters[0].name
-    if isolate:
-        assert [op.get_attr("f").name for op in _call_ops(shadow)] == [cluster]
-    else:
-        assert not _call_ops(shadow)
-        stand = [op for op in shadow.get_operations() if op.name.endswith("/" + cluster)]
-        assert [op.type for op in stand] == ["IdentityN"]
-        # The body is the user's nodes again, under their own names: one MatMul, the user's.
-        matmuls = [op for op in shadow.get_operations() if op.type == "MatMul"]
-        assert [op.node_def for op in matmuls] == [
-            op.node_def for op in graph.get_operations() if op.type == "MatMul"]
-
-
-def test_the_first_install_imports_the_users_whole_graph_from_tensorflows_buffer(monkeypatch):
-    monkeypatch.setattr(shadow_module, "WHOLE_IMPORT_BYTES_PER_NODE", 0)  # small weights here
-    imported = []
-    real = shadow_module.import_buffer
-    monkeypatch.setattr(shadow_module, "import_buffer",
-                        lambda graph, buffer, **kw: imported.append(buffer) or real(
-                            graph, buffer, **kw))
-    graph, x, y = _model()
-    shadow = _session_matches_plain(graph, x, y)
-    assert len(imported) == 1
-    # Every user node, the one outside the client graph too, under its own name, once.
-    unused = shadow.graph.get_operation_by_name("unused").node_def
-    assert unused == graph.get_operation_by_name("unused").node_def
-    assert shadow._serialized is None  # the buffer was freed with it
-    _session_matches_plain(graph, x, y)  # a second session imports nothing
-    assert len(imported) == 1
-
-
-def _session_matches_plain(graph, x, y):
-    """Run ``y`` in an NpuSession (twice) and in a plain session; the values agree. Returns
-    the graph's shadow."""
-    feed = {x: np.ones((1, 16), np.float32)}
-    want = PlainSession(graph=graph).run(y, feed)
-    with NpuSession(graph=graph, config=NpuConfig.from_dict(SHADOW).to_config_proto()) as sess:
-        for _ in range(2):
-            np.testing.assert_array_equal(sess.run(y, feed), want)
-    return ShadowGraph.for_graph(graph)
-
-
-def test_a_user_graph_with_functions_takes_the_client_graphs_nodes_only(monkeypatch):
-    monkeypatch.setattr(shadow_module, "import_buffer",
-                        lambda *a, **kw: pytest.fail("imported the whole graph"))
-    graph, x, y = _model()
-
-    @tf.function
-    def double(t):
-        return t * 2.0
-
-    with graph.as_default():
-        z = double(y)
-    feed = {x: np.ones((1, 16), np.float32)}
-    want = PlainSession(graph=graph).run(z, feed)
-    with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
-        np.testing.assert_array_equal(sess.run(z, feed), want)
-        names = {op.name for op in ShadowGraph.for_graph(graph).graph.get_operations()}
-    assert "unused" not in names
-
-
-def test_a_user_graph_with_state_outside_the_client_graph_takes_the_client_graphs_nodes_only(
-        monkeypatch):
-    # Whole, the shadow would hold the unused variable, and a closed session's TensorFlow
-    # session could no longer serve the next session (session/reuse.py).
-    monkeypatch.setattr(shadow_module, "import_buffer",
-                        lambda *a, **kw: pytest.fail("imported the whole graph"))
+def test_a_variable_no_signature_runs_keeps_the_session_reusable():
+    """The execution graph holds every user node, but only what sessions run can hold state: a
+    variable the signatures never touch leaves a closed session's TensorFlow session free to
+    serve the next one (npu_adapter/session/reuse.py)."""
     graph, x, y = _model()
     with graph.as_default():
         tf1.Variable(1.0, name="elsewhere")
-    shadow = _session_matches_plain(graph, x, y)
-    assert shadow.stateful_op() is None
-    assert "elsewhere" not in {op.name for op in shadow.graph.get_operations()}
+    feed = {x: np.ones((1, 16), np.float32)}
+    want = PlainSession(graph=graph).run(y, feed)
+    reused = []
+    for _ in range(2):
+        with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
+            np.testing.assert_array_equal(sess.run(y, feed), want)
+            reused.append(runner_of(sess).reused)
+    assert reused == [False, True]
 
 
 def test_a_session_computes_the_sign_grapplers_inlining_gets_wrong(monkeypatch):
@@ -301,39 +225,8 @@ def test_a_session_computes_the_sign_grapplers_inlining_gets_wrong(monkeypatch):
     want = PlainSession(graph=graph).run(fetches, feeds)
     with NpuSession(graph=graph, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
         got = sess.run(fetches, feeds)
-        clusters = sess.npu_rewrite_result(fetches, feeds).clusters
+        clusters = runner_of(sess).rewrite_result(fetches, feeds).clusters
     assert [set(c.nodes) for c in clusters] == [{"neg_x", "prod", "neg_prod"}]
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[0], [-8.0, -3.0])
     np.testing.assert_array_equal(got[1], want[1])
-
-
-@pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
-def test_a_training_graph_with_ref_variables_keeps_its_calls(use_resource):
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf1.placeholder(tf.float32, [None, 3], name="x")
-        with tf1.variable_scope("net", use_resource=use_resource):
-            w = tf1.get_variable("w", [3, 1])
-        loss = tf.reduce_mean(tf.square(tf.matmul(x, w)), name="loss")
-        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
-        init = tf1.global_variables_initializer()
-    assert inline.has_ref_variables(graph.as_graph_def()) is not use_resource
-    feed = {x: np.ones((2, 3), np.float32)}
-    # (Installed in the shadow: on the user's graph, the CPU reference runs its own nodes.)
-    config = NpuConfig.from_dict({"npu_adapter_run_on_user_graph": False}).to_config_proto()
-    with NpuSession(graph=graph, config=config) as sess:
-        sess.run(init)
-        sess.run([loss, train], feed)
-        calls = _call_ops(ShadowGraph.for_graph(graph).graph)
-    assert bool(calls) is not use_resource
-
-
-def test_a_graph_with_light_weights_and_many_other_nodes_takes_its_own_nodes_only(monkeypatch):
-    # 1.3 KB of weights in the own nodes against the cluster members' originals: copying the
-    # own nodes' bytes costs less than importing and placing the others.
-    monkeypatch.setattr(shadow_module, "import_buffer",
-                        lambda *a, **kw: pytest.fail("imported the whole graph"))
-    graph, x, y = _model()
-    shadow = _session_matches_plain(graph, x, y)
-    assert "unused" not in {op.name for op in shadow.graph.get_operations()}

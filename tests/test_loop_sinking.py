@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from npu_adapter.config import NpuConfig
-from npu_adapter.session import NpuSession, plain_session_class
+from npu_adapter.session import NpuSession, plain_session_class, runner_of
 from npu_bridge.estimator.npu import util
 
 tf1 = tf.compat.v1
@@ -69,7 +69,7 @@ def test_one_run_is_n_steps_on_a_dataset(use_resource, optimizer):
         assert _weights(sess, graph) == plain_weights
         assert [a.tobytes() for a in losses] == \
             [plain_losses[(k + 1) * n - 1].tobytes() for k in range(runs)]
-        result = sess.npu_rewrite_result([loss, loop_op])
+        result = runner_of(sess).rewrite_result([loss, loop_op])
         assert result.clusters
     # The user's graph holds no loop: ours lives in the session's private graph.
     assert not any(op.type in ("Enter", "Exit") for op in graph.get_operations())

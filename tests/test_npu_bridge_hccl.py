@@ -4,7 +4,6 @@ here) and at several ranks (built here; run by test_distributed_collectives.py).
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.client.session import Session as TfSession
 
 from npu_adapter.distributed import groups
 from npu_adapter.distributed.errors import RankEnvironmentError
@@ -146,7 +145,7 @@ def _value():
 def _evaluate(build):
     with tf.Graph().as_default() as graph:
         fetches = build(tf.constant(_value()))
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         return sess.run(fetches)
 
 
@@ -196,7 +195,7 @@ def test_npu_allreduce_structures():
         single = npu_optimizer.allreduce(sparse)
     assert result[1] is None and isinstance(result[2], tf.IndexedSlices)
     assert isinstance(single, tf.IndexedSlices)
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         dense_value, values, indices = sess.run([result[0], result[2].values, single.indices])
     np.testing.assert_array_equal(dense_value, [1.0, 2.0])
     np.testing.assert_array_equal(values, [[1.0, 2.0]])
@@ -211,7 +210,7 @@ def test_all_to_all_over_one_rank():
         out = hccl_ops.all_to_all_v(data, [4], [3], [4], [0])
         bad = hccl_ops.all_to_all_v(data, [4], [0], [3], [0])
         out_c = hccl_ops.all_to_all_v_c(data, [[6]], 0)
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         np.testing.assert_array_equal(sess.run(out), [3, 4, 5, 6])
         np.testing.assert_array_equal(sess.run(out_c), np.arange(6))
         with pytest.raises(tf.errors.InvalidArgumentError, match="recv_counts"):

@@ -289,7 +289,7 @@ def test_npu_strategy():
     assert strategy.num_replicas_in_sync == 1
 
     def build():
-        shard = strategy.extended._experimental_distribute_dataset(tf.data.Dataset.range(5))
+        shard = strategy.experimental_distribute_dataset(tf.data.Dataset.range(5))
         return tf.data.experimental.get_single_element(shard.batch(10))
 
     assert run(build).tolist() == list(range(5))  # one rank: the shard is the whole dataset

@@ -6,10 +6,9 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.client.session import Session as TfSession
-from tensorflow.python.eager import context
 
 from npu_adapter.errors import BackendError, DeviceOnlyError
+from npu_adapter.session import runner_of
 from npu_bridge import _env
 from npu_bridge.estimator import npu_ops
 from npu_bridge.estimator.npu.npu_loss_scale_manager import (
@@ -44,7 +43,7 @@ def test_system_ops_are_marked_noops_a_plain_session_runs(build, op_type):
     assert named.name == "custom"
     for item in (op, named):
         assert item.node_def.attr[npu_ops.NPU_ADAPTER_OP_ATTR].s == op_type.encode()
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         assert sess.run(op) is None
         assert sess.run(named) is None
 
@@ -54,7 +53,7 @@ def test_system_ops_in_a_session_sequence():
         init = npu_ops.initialize_system()
         shutdown = npu_ops.shutdown_system()
         value = tf.constant(3.0) * 2.0
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         assert sess.run(value) == 6.0
         sess.run(shutdown)
@@ -66,8 +65,8 @@ def test_system_ops_in_a_session_sequence():
     (lambda: npu_ops.dropout(tf.ones([2]), 0.5), "npu_ops.dropout"),
 ])
 def test_graph_only_ops_raise_in_eager_mode(build, message):
-    with context.eager_mode(), pytest.raises(RuntimeError, match=message + r"\(\) is not "
-                                             "compatible with eager execution"):
+    with pytest.raises(RuntimeError, match=message + r"\(\) is not "
+                       "compatible with eager execution"):
         build()
 
 
@@ -87,7 +86,7 @@ def test_npu_onnx_graph_op_is_device_only():
 
 
 def _run(fetches, feed_dict=None, graph=None):
-    with TfSession(graph=graph or tf.compat.v1.get_default_graph()) as sess:
+    with tf.compat.v1.Session(graph=graph or tf.compat.v1.get_default_graph()) as sess:
         return sess.run(fetches, feed_dict)
 
 
@@ -116,6 +115,70 @@ def test_dropout_noise_shape_and_seed():
     assert np.all((first == 0).all(axis=1) | (first == 2.0).all(axis=1))
     assert 0 < np.count_nonzero(first[:, 0]) < 64
     np.testing.assert_array_equal(first, _run(out, graph=graph))
+
+
+def _dropout_entry_points():
+    from npu_bridge.estimator import npu_aicore_ops
+
+    return {"npu_ops.dropout": npu_ops.dropout, "dropout_v3": npu_aicore_ops.dropout_v3,
+            "dropout_v4": npu_aicore_ops.dropout_v4}
+
+
+@pytest.mark.parametrize("entry_point", ["npu_ops.dropout", "dropout_v3", "dropout_v4"])
+def test_dropout_with_a_fed_keep_prob_keeps_the_shape_for_the_next_layer(entry_point):
+    """The TF1 pattern: keep_prob is a placeholder of unknown shape, fed 0.5 to train and 1.0 to
+    evaluate, and a dense layer follows (it needs the last dimension)."""
+    from npu_adapter.config import NpuConfig
+    from npu_adapter.session import NpuSession, plain_session_class
+
+    dropout = _dropout_entry_points()[entry_point]
+    tf1 = tf.compat.v1
+    rs = np.random.RandomState(0)
+    xs, ys = rs.randn(8, 16).astype(np.float32), rs.randint(0, 3, 8)
+
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(5)
+            x = tf1.placeholder(tf.float32, [None, 16])
+            y = tf1.placeholder(tf.int32, [None])
+            keep_prob = tf1.placeholder(tf.float32)
+            # Seeded initialisers: tf_keras' own are not reproducible across two graphs.
+            hidden = tf1.layers.dense(x, 32, activation=tf.nn.relu,
+                                      kernel_initializer=tf1.glorot_uniform_initializer(seed=1))
+            dropped = dropout(hidden, keep_prob)
+            assert dropped.shape.as_list() == tf1.nn.dropout(hidden, keep_prob).shape.as_list()
+            logits = tf1.layers.dense(dropped, 3,
+                                      kernel_initializer=tf1.glorot_uniform_initializer(seed=2))
+            loss = tf1.losses.sparse_softmax_cross_entropy(y, logits)
+            train = tf1.train.AdamOptimizer(0.01).minimize(loss)
+            init = tf1.global_variables_initializer()
+        return graph, (x, y, keep_prob), dropped, loss, train, init
+
+    results = {}
+    config = NpuConfig().to_config_proto()
+    for cls in (plain_session_class(), NpuSession):
+        graph, (x, y, keep_prob), dropped, loss, train, init = build()
+        assert dropped.shape.as_list() == [None, 32]
+        with cls(graph=graph, config=config) as sess:
+            sess.run(init)
+            steps = [sess.run([loss, train], {x: xs, y: ys, keep_prob: 0.5})[0]
+                     for _ in range(3)]
+            evaluation = sess.run(loss, {x: xs, y: ys, keep_prob: 1.0})
+            if cls is NpuSession:
+                assert runner_of(sess).rewrite_count == 3  # init, train, evaluation
+        results[cls] = steps + [evaluation]
+    plain, npu = results.values()
+    assert [a.tobytes() for a in plain] == [b.tobytes() for b in npu]
+    assert len({float(v) for v in plain}) == 4  # every step trains on new masks
+
+
+def test_dropout_keep_prob_fed_as_a_vector_fails_at_run_time():
+    with tf.Graph().as_default() as graph:
+        keep_prob = tf.compat.v1.placeholder(tf.float32)
+        out = npu_ops.dropout(tf.ones([4]), keep_prob)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="keep_prob_scalar"):
+        _run(out, {keep_prob: [0.5, 0.5]}, graph=graph)
 
 
 def test_dropout_keep_prob_one_returns_input():
@@ -246,7 +309,7 @@ def _linear_problem(optimizer_factory, feed_value=1.0):
         step = tf.compat.v1.train.get_or_create_global_step()
         train = optimizer.apply_gradients(grads_and_vars, global_step=step)
         init = tf.compat.v1.global_variables_initializer()
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         grad = sess.run(grads_and_vars[0][0], {x: feed_value})
         sess.run(train, {x: feed_value})
@@ -313,7 +376,7 @@ def test_exponential_update_loss_scale_manager_rules():
         state = [manager.get_loss_scale(), manager._num_good_steps, manager._num_bad_steps]
         init = tf.compat.v1.global_variables_initializer()
     trace = []
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         for step_finite in (True, True, False, True, False, False, False, False, False):
             sess.run(update, {finite: step_finite})
@@ -331,7 +394,7 @@ def test_exponential_manager_floor_and_validation():
         manager = ExponentialUpdateLossScaleManager(1, 1, 1, decr_ratio=0.5)
         update = manager.update_loss_scale(tf.constant(False))
         init = tf.compat.v1.global_variables_initializer()
-    with TfSession(graph=graph) as sess:
+    with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(init)
         sess.run(update)
         assert sess.run(manager.get_loss_scale()) == 1.0  # never below 1

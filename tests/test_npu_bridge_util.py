@@ -117,11 +117,18 @@ def test_check_aoe_mode():
 # ---- loop sinking ----------------------------------------------------------------------------
 
 
-def test_register_func_is_idempotent():
+def test_register_func_is_idempotent_and_the_collection_survives_a_meta_graph():
     util.register_func("iterations_per_loop")
     util.register_func("iterations_per_loop")
-    from tensorflow.python.framework import ops
-    assert ops.get_to_proto_function("npu_runconfig_iterations_per_loop") is not None
+    with tf.Graph().as_default():
+        var = util.create_or_get_var("iterations_per_loop")
+        meta = tf.compat.v1.train.export_meta_graph()
+    assert "npu_runconfig_iterations_per_loop" in meta.collection_def
+    with tf.Graph().as_default() as graph:
+        tf.compat.v1.train.import_meta_graph(meta)
+        (restored,) = graph.get_collection("npu_runconfig_iterations_per_loop")
+        assert isinstance(restored, tf.Variable) and restored.name == var.name
+        assert util.create_or_get_var("iterations_per_loop") is restored
 
 
 def test_create_or_get_var():

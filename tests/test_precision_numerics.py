@@ -74,7 +74,9 @@ def test_compare_values_figures():
     emu = np.array([1.0, -2.0, np.inf], np.float32)
     figures = compare_values(ref, emu)
     assert figures["nonfinite"] == 1 and figures["reference_over_fp16"] == 1
-    assert figures["max_abs_error"] == 0.0
+    # An overflow has no finite error: not the 0 / cosine 1 of the finite rest.
+    assert figures["max_abs_error"] == np.inf and figures["max_relative_error"] == np.inf
+    assert np.isnan(figures["cosine"])
     drift = compare_values(np.array([1.0, 2.0]), np.array([1.0, 2.5]))
     assert drift["max_relative_error"] == pytest.approx(0.25)
     assert drift["cosine"] == pytest.approx((1 + 5) / (np.sqrt(5) * np.sqrt(7.25)))
@@ -152,8 +154,18 @@ def test_numerics_cli_writes_json_and_html(tmp_path, capsys):
     assert "first overflow: ex:0" in printed and "black-list" in printed
     data = json.loads((out / "numerics.json").read_text())
     assert data["summary"]["first_issues"] == ["ex:0"]
+    ex = next(t for t in data["tensors"] if t["tensor"] == "ex:0")
+    inf_count = ex["nonfinite"]
+    assert inf_count > 0 and f"{inf_count} of 64 values inf/nan" in printed
+    # The overflowing tensor's figures say so: no cosine, an infinite error.
+    assert ex["cosine"] is None and ex["max_relative_error"] == "inf"
     page = (out / "numerics.html").read_text()
     assert "<script src" not in page and "ex:0" in page and "First problem" in page
+    assert f"{inf_count} of 64 values inf/nan where float32 is finite" in page
+    row = page[page.index('<td class="mono">ex:0</td>'):]
+    row = row[:row.index("</tr>")]
+    assert '>inf</td>' in row and '>–</td>' in row and ">1</td>" not in row
+    assert 'table class="sortable"' in page
     # same inputs, same bytes
     main(["numerics", str(model), "--feed", f"x:0={tmp_path / 'x.npy'}", "--fetch", "out:0",
           "--option", "precision_mode=allow_mix_precision", "--out", str(tmp_path / "again")])
@@ -168,3 +180,22 @@ def test_numerics_cli_needs_feeds(tmp_path, capsys):
     model.write_bytes(to_bytes(_overflowing()))
     code = main(["numerics", str(model), "--fetch", "out:0", "--out", str(tmp_path / "o")])
     assert code == 2 and "--feed" in capsys.readouterr().err
+
+
+def test_values_float16_rounds_to_zero_are_not_a_drift():
+    """1e-11 becomes 0 in float16: a relative error of 1 and a cosine of 0 that mean nothing
+    (the error is below float16's smallest step); the scaled-up tensor after it is compared
+    as usual."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [4, 8], name="x")
+        tiny = tf.multiply(x, 1e-11, name="tiny")
+        tf.identity(tf.multiply(tiny, 1e4, name="back"), name="out")
+    report = find_numeric_issues(g.as_graph_def(), {"precision_mode": "force_fp16"},
+                                 feeds={"x:0": XO + 1.0}, fetches=["out:0"])
+    by_tensor = {c.tensor: c for c in report.comparisons}
+    assert by_tensor["tiny:0"].max_relative_error == 1.0 and by_tensor["tiny:0"].cosine == 0
+    assert by_tensor["tiny:0"].status == "ok"
+    # "back" multiplies float16's zeros back: the loss of the values is visible there.
+    assert by_tensor["back:0"].status == "drift"
+    assert [i.comparison.tensor for i in report.first_issues] == ["back:0"]

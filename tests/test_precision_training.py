@@ -17,7 +17,7 @@ from npu_adapter.precision.accelerate import (
     AccelerateTrainSchedule,
     low_precision_config,
 )
-from npu_adapter.session import NpuSession, plain_session_class
+from npu_adapter.session import NpuSession, plain_session_class, runner_of
 from npu_bridge.estimator.npu.npu_loss_scale_manager import ExponentialUpdateLossScaleManager
 from npu_bridge.estimator.npu.npu_loss_scale_optimizer import NPULossScaleOptimizer
 
@@ -317,7 +317,7 @@ def test_npu_session_switches_precision_once(monkeypatch):
                 monkeypatch.setenv("STEP_NOW", str(step + 1))
             losses[label] = values
             if label == "switch":
-                stats = sess.npu_accelerate_stats()
+                stats = runner_of(sess).accelerate_stats()
     # run 1 initialises, runs 2-5 are steps 1-4 (low), run 6 (STEP_NOW=4=0.5*8) switches
     assert (stats["low_precision_runs"], stats["switched_at_run"]) == (5, 6)
     assert losses["switch"][0] == losses["low"][0]

@@ -18,6 +18,7 @@ from tensorflow.core.framework import step_stats_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 import npu_adapter
+from npu_adapter import tf_compat
 from npu_adapter.config import NpuConfig
 from npu_adapter.config.options import PROFILING_DEFAULT_OPTIONS
 from npu_adapter.errors import NpuConfigError
@@ -29,6 +30,7 @@ from npu_adapter.profiling.settings import (
     static_profiling_settings,
 )
 from npu_adapter.profiling.trace import ClusterIndex, events_from_step_stats
+from npu_adapter.session import runner_of
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -125,7 +127,23 @@ def test_unknown_keys_warn_and_the_default_options_are_valid():
 def test_the_session_option_is_validated():
     with pytest.raises(NpuConfigError, match="aic_metrics"):
         NpuConfig(profiling_mode=True, profiling_options=options(aic_metrics="Bogus"))
+    with pytest.raises(NpuConfigError, match="profiling_options"):
+        NpuConfig(profiling_mode=True, profiling_options="trace everything")
     assert NpuConfig(profiling_options=options(output="/p")).profiling_options == '{"output": "/p"}'
+
+
+@pytest.mark.parametrize("text", ["trace everything", options(aic_metrics="Bogus")])
+def test_profiling_options_never_stop_a_script_while_profiling_is_off(text):
+    from npu_adapter.config.warnings import reset_warn_once
+
+    reset_warn_once()
+    for explicit in ({}, {"profiling_mode": False}):
+        with pytest.warns(UserWarning, match="profiling_mode is off, so profiling_options is "
+                                             "not used"):
+            config = NpuConfig(profiling_options=text, **explicit)
+        reset_warn_once()
+        assert config.profiling_options == text and not config.profiling_mode
+        assert static_profiling_settings(config, environ={}) is None
 
 
 # ---------------------------------------------------------------------------- settings
@@ -206,7 +224,7 @@ def mlp_graph():
         act = tf.nn.relu(tf.matmul(x, w1, name="fc1"), name="act")
         from tensorflow.core.framework import attr_value_pb2
 
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             act = tf.abs(act, name="noisy")
         out = tf.matmul(act, w2, name="fc2")
         loss = tf.reduce_mean(tf.square(out - 1.0), name="loss")
@@ -238,7 +256,7 @@ def forward_graph():
         w = tf.constant(np.full((4, 4), 0.1, np.float32), name="w")
         t = tf.tanh(tf.matmul(x, w, name="mm"), name="t")
         e = tf.exp(tf.multiply(t, x, name="tx"), name="e")
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             h = tf.abs(e, name="h")
         sm = tf.nn.softmax(tf.multiply(h, x, name="m"), name="sm")
         tf.reduce_sum(sm, name="out")
@@ -535,3 +553,118 @@ def test_profile_report_in_headless_chromium(tmp_path):
                     width=1200, height=1600)
     stats, problems = SHOT.check_png(str(png), ["#4a7bd0"])   # the bar chart's bars
     assert problems == [], problems
+
+
+# ---------------------------------------------------------------------------- older plain form
+
+
+def test_the_older_plain_string_form_is_read_as_json_with_a_warning():
+    from npu_adapter.config.warnings import reset_warn_once
+
+    reset_warn_once()
+    with pytest.warns(UserWarning, match="plain-string form of older CANN releases"):
+        parsed = parse_profiling_options("training_trace:task_trace")
+    assert parsed.training_trace and parsed.task_trace and parsed.output == "./"
+    assert parsed.as_dict() == {"output": "./", "training_trace": "on", "task_trace": "on"}
+    with pytest.raises(NpuConfigError, match="JSON"):
+        parse_profiling_options("task_trace:bogus")  # not the older form either
+
+
+def script_config(profiling_mode):
+    """The NpuOptimizer entry of a ModelZoo launch script whose profiling flag defaults to the
+    older plain string."""
+    config = tf1.ConfigProto()
+    custom_op = config.graph_options.rewrite_options.custom_optimizers.add()
+    custom_op.name = "NpuOptimizer"
+    custom_op.parameter_map["profiling_mode"].b = profiling_mode
+    custom_op.parameter_map["profiling_options"].s = tf.compat.as_bytes("task_trace")
+    return config
+
+
+@pytest.mark.parametrize("profiling_mode", [False, True])
+def test_a_script_with_the_older_profiling_string_runs(tmp_path, monkeypatch, profiling_mode):
+    from npu_adapter.config.warnings import reset_warn_once
+    from npu_adapter.session import NpuSession, plain_session_class
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PROFILING_MODE", raising=False)
+    feed = {"x:0": np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)}
+    losses = {}
+    with plain_session_class()(graph=mlp_graph(), config=script_config(profiling_mode)) as sess:
+        sess.run("init")
+        losses["plain"] = [sess.run(["loss:0", "train"], feed)[0] for _ in range(3)]
+    reset_warn_once()  # the warning is issued once per process
+    with pytest.warns(UserWarning, match="plain-string form of older CANN releases"):
+        sess = NpuSession(graph=mlp_graph(), config=script_config(profiling_mode))
+    with sess:
+        sess.run("init")
+        losses["npu"] = [sess.run(["loss:0", "train"], feed)[0] for _ in range(3)]
+        assert runner_of(sess).rewrite_count >= 1
+    plain, npu = losses.values()
+    assert [a.tobytes() for a in plain] == [b.tobytes() for b in npu]
+    profiles = sorted(path.name for path in tmp_path.glob("PROF_*"))
+    assert len(profiles) == (1 if profiling_mode else 0)
+    if profiling_mode:
+        readme = next(tmp_path.glob("PROF_*/**/README.txt")).read_text()
+        assert 'profiling options from session options: {"output": "./", "task_trace": "on"}' \
+            in readme
+def test_kernel_names_map_back_to_the_graph_op_types():
+    stats = step_stats_pb2.StepStats()
+    device = stats.dev_stats.add(device="/cpu:0")
+    for name, label in [("fc1", "[mklcpu 0.3MB 0.3MB] fc1 = _MklMatMul(x, w1)"),
+                        ("npu_rewrite_2/conv", "x = _MklNativeConv2D(a, b)"),
+                        ("made/by/grappler", "x = _MklNativeFusedConv2D(a, b, c)"),
+                        ("bn/cond/else/_1/norm", "x = _MklNativeFusedBatchNormV3(a)"),
+                        ("unknown/norm", "[cpu 1MB 1MB] x = _MklNativeFusedBatchNormV3(a)"),
+                        ("other", "x = _MklLayerNorm(a)"), ("plain", "x = Tanh(a)")]:
+        device.node_stats.add(node_name=name, timeline_label=label, all_start_micros=10,
+                              all_end_rel_micros=5)
+    index = ClusterIndex()
+    index.op_types.update({"fc1": "MatMul", "conv": "Conv2D"})
+    index.function_op_types["norm"] = "FusedBatchNorm"   # the branch function's node
+    types = {e.node: e.op_type for e in events_from_step_stats(stats, index)}
+    assert types == {"fc1": "MatMul", "npu_rewrite_2/conv": "Conv2D",
+                     "made/by/grappler": "_FusedConv2D", "bn/cond/else/_1/norm": "FusedBatchNorm",
+                     "unknown/norm": "FusedBatchNormV3", "other": "LayerNorm", "plain": "Tanh"}
+
+
+_ONEDNN_RUN = """
+import pathlib, sys, tempfile
+sys.path.insert(0, {tests!r})
+import test_profiling as T
+result, root = T.profile_run(pathlib.Path(tempfile.mkdtemp()), steps=3)
+out = root / "mindstudio_profiler_output"
+print(sorted({{r["OP Type"] for r in T.read_csv(T.one(out, "op_statistic_*.csv"))}}))
+"""
+
+
+def test_profile_with_onednn_shows_the_graph_op_types():
+    """oneDNN names its kernels _MklMatMul...: the profile shows the graph's MatMul."""
+    import subprocess
+
+    tests = str(pathlib.Path(__file__).parent)
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, "-c", _ONEDNN_RUN.format(tests=tests)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    types = done.stdout.strip().splitlines()[-1]
+    assert "'MatMul'" in types and "_Mkl" not in types and "''" not in types
+
+
+def test_first_step_is_reported_apart_from_the_steady_mean(tmp_path):
+    from npu_adapter.profiling.analysis import iteration_summary
+
+    _, root = profile_run(tmp_path, steps=3)
+    out = root / "mindstudio_profiler_output"
+    data = json.loads(one(out, "step_trace_*.json").read_text())
+    times = [s["iteration_time"] for s in data["steps"]]
+    summary = data["iteration_time"]
+    assert summary["first"] == times[0] and summary["steady_steps"] == 2
+    assert summary["steady_mean"] == pytest.approx(sum(times[1:]) / 2)
+    assert summary["steady_median"] == pytest.approx(sum(times[1:]) / 2)
+    html = (out / "report.html").read_text()
+    assert f'id="first-step"><b>{times[0] / 1000:,.3f} ms</b>' in html
+    assert f'id="steady-step"><b>{sum(times[1:]) / 2000:,.3f} ms</b>' in html
+    assert "mean iteration time of the 2 steps after it" in html
+    empty = iteration_summary([])
+    assert empty["first"] is None and empty["steady_mean"] is None

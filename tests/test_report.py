@@ -14,6 +14,7 @@ from graph_cases import mix_cnn_graph
 from tensorflow.core.framework import graph_pb2
 
 import npu_adapter
+from npu_adapter.config import NpuConfig
 from npu_adapter.report import drawing as drawing_mod
 from npu_adapter.report.html import format_bytes
 from npu_adapter.report.layout import layered_positions
@@ -56,7 +57,9 @@ def test_nodes_have_device_cluster_reason_and_op(dumped):
                                    "reason": "supported", "executes": "npu"}
     assert nodes["conv1/w"]["reason"] == "const_follows_consumer"
     assert nodes["host/sqrt"] == {"op": "Sqrt", "device": "host", "cluster": None,
-                                  "reason": "without_npu_compile_scope", "executes": "host"}
+                                  "reason": "without_npu_compile_scope", "executes": "host",
+                                  "cause": "Sqrt"}
+    assert "cause" not in nodes["conv1/conv"]   # device nodes need none
     assert nodes["images"]["reason"] == "graph_input"
     assert dumped.report["reasons"] == {code: REASON_DESCRIPTIONS[code] for code in sorted(
         {"supported", "const_follows_consumer", "without_npu_compile_scope", "graph_input"})}
@@ -99,6 +102,51 @@ def test_summary_counts_and_top_blockers_first(dumped):
     assert ops["Const"] == {"op": "Const", "count": 4, "npu": 3, "host": 1,
                             "host_reasons": {"without_npu_compile_scope": 1}}
     assert s["by_op_type"][0]["op"] == "Const"  # most host nodes first
+
+
+def test_clusters_say_what_separates_them(dumped):
+    first, second = dumped.report["clusters"]
+    assert first["separators"]["inputs"] == [
+        {"node": "images", "op": "Placeholder", "reason": "graph_input", "cause": "Placeholder"}]
+    assert first["separators"]["outputs"] == [
+        {"node": "Abs", "op": "Abs", "reason": "without_npu_compile_scope", "cause": "Abs"}]
+    assert second["separators"]["inputs"][0]["node"] == "host/id"
+    assert second["separators"]["fetched"] == ["probs:0"]
+    assert first["separators"]["clusters_out"] == second["separators"]["clusters_in"] == []
+
+
+def _nested_cond_graph():
+    """x ─► outer (If: its true branch holds an If whose true branch holds Lgamma, which no
+    device runs) ─► relu ─► out."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [4], name="x")
+        p = tf1.placeholder(tf.bool, [], name="p")
+        y = tf.cond(p, lambda: tf.cond(p, lambda: tf.math.lgamma(x), lambda: x * 2),
+                    lambda: x + 1, name="outer")
+        tf.identity(tf.nn.relu(y) * 3, name="out")
+    return g.as_graph_def()
+
+
+def test_a_function_call_on_the_host_names_the_op_and_the_function():
+    graph_def = _nested_cond_graph()
+    functions = {f.signature.name for f in graph_def.library.function}
+    result = npu_adapter.rewrite(graph_def, MIX, fetches=["out:0"])
+    report = placement_report(result, graph_def, config=NpuConfig(**MIX), fetches=["out:0"])
+    outer = report["nodes"]["outer"]
+    assert outer["reason"] == "function_not_supported"
+    op, _, path = outer["cause"].partition(" in ")
+    outer_fn, inner_fn = path.split(" → ")
+    assert op == "Lgamma" and {outer_fn, inner_fn} <= functions
+    assert outer_fn.startswith("outer_true") and inner_fn.startswith("cond_true")
+    blocker = next(b for b in report["summary"]["host_blockers"]
+                   if b["reason"] == "function_not_supported")
+    assert blocker["causes"] == [{"op": "Lgamma", "count": 1, "functions": [path],
+                                  "nodes": [], "text": f"Lgamma in {path}"}]
+    (cluster,) = report["clusters"]
+    assert cluster["separators"]["inputs"] == [
+        {"node": "outer", "op": "StatelessIf", "reason": "function_not_supported",
+         "cause": outer["cause"]}]
 
 
 def test_static_shapes_give_bytes():
@@ -170,10 +218,12 @@ def test_html_embedded_data(dumped):
     data = json.loads(blob)
     assert data["clusters"] == ["GeOp1_0", "GeOp1_1"]
     assert len(data["nodes"]) == 15
-    name, op, on_npu, cluster, reason, executes = data["nodes"][2]
+    name, op, on_npu, cluster, reason, executes, cause = data["nodes"][2]
     assert (name, op, on_npu, data["clusters"][cluster], data["reasons"][reason]) == (
         "conv1/conv", "Conv2D", 1, "GeOp1_0", "supported")
-    assert executes == -1  # runs where the original places it
+    assert executes == -1 and cause == -1  # runs where the original places it
+    host = next(row for row in data["nodes"] if row[0] == "host/sqrt")
+    assert data["causes"][host[6]] == "Sqrt"
 
 
 def test_script_json_cannot_close_the_script_element():
@@ -250,6 +300,51 @@ def test_large_graphs_collapse_with_drill_downs(tmp_path):
     assert out.renderer == "builtin"
 
 
+def _cond_chain(blocks=12):
+    """x ─► [relu ─► block_k/cond (If: Lgamma in a branch, fed by two Consts)] × blocks ─► out:
+    a chain of clusters cut by host Ifs, as batch norm under a learning-phase cond makes."""
+    g = tf.Graph()
+    with g.as_default():
+        y = tf1.placeholder(tf.float32, [4], name="x")
+        p = tf1.placeholder_with_default(False, [], name="phase")
+        for k in range(blocks):
+            with tf.name_scope(f"block_{k}"):
+                h = tf.nn.relu(y * 2.0)
+                a, b = tf.constant(1.5, name="gamma"), tf.constant(0.5, name="beta")
+                y = tf.cond(p, lambda h=h, a=a: tf.math.lgamma(h) * a,
+                            lambda h=h, b=b: h + b, name="cond")
+        tf.identity(y * 3.0, name="out")
+    return g.as_graph_def()
+
+
+def test_overview_of_a_chain_cut_by_host_nodes(tmp_path):
+    out = npu_adapter.dump_graphs(_cond_chain(), MIX, tmp_path, fetches=["out:0"],
+                                  draw_limit=60, tensorboard=False, renderer="builtin")
+    report = out.report
+    assert len(report["clusters"]) == 13
+    dot_text = (tmp_path / "graph" / "partition.dot").read_text()
+    ids = re.findall(r'^  "([^"]+)" \[', dot_text, re.M)
+    # One box per cluster and one per If with the Consts that feed it: no box joins distant
+    # parts of the chain.
+    hosts = [i for i in ids if i.startswith("host:")]
+    assert hosts == ["host:x"] + [f"host:block_{k}/cond" for k in range(12)]
+    assert '"host:block_3/cond" [label="block_3/cond\\nStatelessIf + 2 host nodes"' in dot_text
+    # Every cluster row names the If on each side and the op inside it.
+    second = report["clusters"][1]["separators"]
+    assert [s["node"] for s in second["inputs"]] == ["block_0/cond"]
+    assert [s["node"] for s in second["outputs"]] == ["block_1/cond"]
+    assert second["inputs"][0]["cause"].startswith("Lgamma in block_0_cond_")
+    # The legend wraps at a screen's width instead of setting the drawing's width.
+    svg = (tmp_path / "graph" / "partition.svg").read_text()
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    legend = next(g for g in root.iter(ns + "g") if g.get("class") == "legend")
+    rows = {r.get("y") for r in legend.iter(ns + "rect")}
+    assert len(rows) >= 2 and float(root.get("width")) <= 1240
+    html = (tmp_path / "report.html").read_text()
+    assert html.index('id="graph"') < html.index('id="blockers"')   # right after the summary
+
+
 def test_collapse_by_scope():
     names = ["a/x/1", "a/x/2", "a/y", "b/z", "c"]
     assert drawing_mod.collapse_by_scope(names, 3) == {
@@ -301,3 +396,27 @@ def test_node_table_search_in_chromium(dumped, query, expected):
     names = re.findall(r'<tr><td class="mono">([^<]*)</td>', rows)
     assert names == expected
     assert f"{len(expected)} of 15 nodes match" in dom
+
+
+_SORT_PROBE = """
+var th = document.querySelectorAll('#nodes thead th'), out = {};
+function column(k) {
+  return Array.prototype.map.call(document.querySelectorAll('#node-rows tr'),
+                                  function (tr) { return tr.cells[k].textContent; });
+}
+th[1].click(); out.op = column(1);
+th[1].click(); out.op_desc = column(1);
+th[5].click(); out.cause = column(5);
+return out;
+"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+def test_node_table_sorts_in_chromium(dumped):
+    got = SHOT.probe(dumped.path("report.html"), _SORT_PROBE)
+    ops = [info["op"] for info in dumped.report["nodes"].values()]
+    assert got["op"] == sorted(ops, key=str.lower)
+    assert got["op_desc"] == sorted(ops, key=str.lower, reverse=True)
+    causes = [info["cause"] for info in dumped.report["nodes"].values() if "cause" in info]
+    blanks = [""] * (len(dumped.report["nodes"]) - len(causes))   # device nodes: last
+    assert got["cause"] == sorted(causes, key=str.lower) + blanks

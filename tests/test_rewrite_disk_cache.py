@@ -13,8 +13,10 @@ import tensorflow as tf
 
 import npu_adapter
 from npu_adapter.api import as_npu_config
+from npu_adapter.backends import get_backend
 from npu_adapter.backends.compile_cache import CompileCacheDirError, CompileCacheWarning
-from npu_adapter.pipeline import rewrite_cache
+from npu_adapter.graph.payload import strip_payloads
+from npu_adapter.session import rewrite_cache
 
 tf1 = tf.compat.v1
 
@@ -31,9 +33,17 @@ def _graph_def(seed=0):
     return graph.as_graph_def()
 
 
-def _rewrite(graph_def, options):
-    return npu_adapter.rewrite(graph_def, options, fetches=["probs:0", "text:0"], feeds=["x:0"],
-                               use_cache=True)
+def _light(graph_def):
+    """The graph as sessions rewrite it: large constants without their data."""
+    return strip_payloads(graph_def, min_total_bytes=0)[0]
+
+
+def _rewrite(graph_def, options, backend=None, fetches=("probs:0", "text:0")):
+    """A session's rewrite of ``graph_def`` (through the cache)."""
+    light = _light(graph_def)
+    return rewrite_cache.cached_rewrite(
+        light, rewrite_cache.graph_digest(light), as_npu_config(options), fetches=list(fetches),
+        targets=[], feeds=["x:0"], backend=backend or get_backend("cpu"), graph_num=1)
 
 
 def _same(a, b):
@@ -59,19 +69,9 @@ def test_a_process_with_an_empty_memory_takes_the_rewrite_from_disk(tmp_path, co
     rewrite_cache.MEMORY.clear()
     third = _rewrite(_graph_def(seed=1), options)
     assert len(counted_passes) == 1
-    fresh = npu_adapter.rewrite(_graph_def(seed=1), options, fetches=["probs:0", "text:0"],
-                                feeds=["x:0"])
+    fresh = npu_adapter.rewrite(_light(_graph_def(seed=1)), options,
+                                fetches=["probs:0", "text:0"], feeds=["x:0"])
     _same(third, fresh)
-
-
-def test_the_cache_says_whether_it_holds_entries(tmp_path):
-    disk = rewrite_cache.disk_cache(as_npu_config({"npu_adapter_cache_dir": str(tmp_path)}))
-    assert not disk.holds_entries()  # no folder of ours yet
-    (tmp_path / "npu_adapter_rewrite" / "ab").mkdir(parents=True)
-    (tmp_path / "npu_adapter_rewrite" / "ab" / "notes.txt").write_text("not an entry")
-    assert not disk.holds_entries()
-    _rewrite(_graph_def(), {"npu_adapter_cache_dir": str(tmp_path)})
-    assert disk.holds_entries()
 
 
 def test_graph_compiler_cache_dir_is_the_fallback_location(tmp_path, counted_passes):
@@ -133,7 +133,7 @@ def test_a_second_process_does_no_pass_work(tmp_path):
         import numpy as np
         import tensorflow as tf
         from npu_adapter.session import NpuSession
-        from npu_adapter.pipeline import rewrite_cache
+        from npu_adapter.session import rewrite_cache
         from npu_adapter.pipeline.manager import PassManager
         runs = []
         real = PassManager.run
@@ -167,58 +167,9 @@ def test_a_backend_with_process_bound_rewrites_keeps_them_in_memory(tmp_path, co
     class ProcessBound(CpuReferenceBackend):
         portable_rewrites = False  # e.g. CANN: callback tokens registered in this process
 
-    options = {"npu_adapter_cache_dir": str(tmp_path)}
-    npu_adapter.rewrite(_graph_def(), options, fetches=["probs:0"], feeds=["x:0"],
-                        backend=ProcessBound(), use_cache=True)
+    _rewrite(_graph_def(), {"npu_adapter_cache_dir": str(tmp_path)}, backend=ProcessBound())
     assert not glob.glob(str(tmp_path / "npu_adapter_rewrite" / "*" / "*"))
     assert len(counted_passes) == 1
-
-
-def test_what_a_rewrite_derived_comes_back_with_it(tmp_path, counted_passes):
-    options = {"npu_adapter_cache_dir": str(tmp_path)}
-    calls = []
-
-    def derive(result):
-        calls.append(result)
-        return {"clusters": [c.name for c in result.clusters], "flag": True}
-
-    first = npu_adapter.rewrite(_graph_def(), options, fetches=["probs:0"], feeds=["x:0"],
-                                use_cache=True, derive=derive)
-    assert first.derived == {"clusters": ["GeOp1_0"], "flag": True} and len(calls) == 1
-    rewrite_cache.MEMORY.clear()  # as a new process would start
-    second = npu_adapter.rewrite(_graph_def(), options, fetches=["probs:0"], feeds=["x:0"],
-                                 use_cache=True, derive=derive)
-    assert len(counted_passes) == 1 and len(calls) == 1  # from disk: neither passes nor derive
-    assert second.derived == first.derived
-
-
-def test_a_session_in_a_new_process_takes_its_proof_from_the_cache(tmp_path, monkeypatch):
-    # The proof that a signature's installed form is the user's own nodes (session/direct.py)
-    # is cached with the rewrite: a session of a process with a warm disk cache neither inlines
-    # nor proves again, and still runs on the user's graph with plain values.
-    from npu_adapter.config import NpuConfig
-    from npu_adapter.session import NpuSession, core, plain_session_class
-
-    config = NpuConfig.from_dict({"npu_adapter_cache_dir": str(tmp_path)}).to_config_proto()
-    proofs = []
-    real = core._installed_form
-    monkeypatch.setattr(core, "_installed_form",
-                        lambda *args: proofs.append(1) or real(*args))
-    values = []
-    for _ in range(2):
-        rewrite_cache.MEMORY.clear()
-        graph = tf.Graph()
-        with graph.as_default():
-            tf.graph_util.import_graph_def(_graph_def(), name="")
-        feed = {"x:0": np.ones((2, 1024), np.float32)}
-        with NpuSession(graph=graph, config=config) as sess:
-            values.append(sess.run("probs:0", feed))
-            assert sess.npu_rewrite_result("probs:0", feed).derived == {
-                core._USER_NODES_FACT: True, core._NO_STATE_FACT: True}
-            assert "_npu_direct" in sess.__dict__
-        with plain_session_class()(graph=graph) as plain:
-            np.testing.assert_array_equal(values[-1], plain.run("probs:0", feed))
-    assert len(proofs) == 1
 
 
 def test_the_sources_stamp_follows_every_source_file_and_nothing_else(tmp_path):

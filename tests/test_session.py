@@ -10,7 +10,7 @@ import tensorflow as tf
 import npu_adapter
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError
-from npu_adapter.session import NpuSession, plain_session_class
+from npu_adapter.session import NpuSession, plain_session_class, runner_of
 
 tf1 = tf.compat.v1
 # TensorFlow's session even if another test module imported npu_bridge (which installs ours).
@@ -53,8 +53,8 @@ def test_twenty_sgd_steps_give_identical_losses(use_resource, mix):
             sess.run(init)
             losses[cls] = [sess.run([loss, train], {x: xs, y: ys})[0] for _ in range(20)]
             if cls is NpuSession:
-                assert sess.npu_rewrite_count == 2  # init, and [loss, train]
-                result = sess.npu_rewrite_result([loss, train], {x: xs, y: ys})
+                assert runner_of(sess).rewrite_count == 2  # init, and [loss, train]
+                result = runner_of(sess).rewrite_result([loss, train], {x: xs, y: ys})
                 assert result.clusters
     plain, npu = losses[PlainSession], losses[NpuSession]
     assert [a.tobytes() for a in plain] == [b.tobytes() for b in npu]
@@ -84,7 +84,7 @@ def test_no_npu_optimizer_means_plain_tensorflow():
     with NpuSession(graph=graph, config=tf1.ConfigProto()) as sess:
         sess.run(init)
         sess.run(loss, dict(zip((x, y), batch())))
-        assert sess.npu_rewrite_count == 0
+        assert runner_of(sess) is None and not npu_adapter.session.is_npu_session(sess)
     assert len(graph.get_operations()) == count  # no extra nodes
 
 
@@ -94,7 +94,7 @@ def test_use_off_line_false_means_plain_tensorflow():
     with NpuSession(graph=graph, config=npu_config(use_off_line=False)) as sess:
         sess.run(init)
         sess.run(loss, dict(zip((x, y), batch())))
-        assert sess.npu_rewrite_count == 0
+        assert runner_of(sess) is None
     assert len(graph.get_operations()) == count
 
 
@@ -169,7 +169,7 @@ def test_concurrent_runs_rewrite_each_signature_once():
         for t in threads:
             t.join()
         assert not errors
-        assert sess.npu_rewrite_count == 1  # one signature (fetch order does not matter)
+        assert runner_of(sess).rewrite_count == 1  # one signature (fetch order does not matter)
     assert len(results) == 1600
     for got in results:
         assert got[0].tobytes() == expected[0].tobytes()
@@ -263,10 +263,16 @@ def test_install_patches_and_uninstall_restores():
         sess = tf1.InteractiveSession(graph=tf.Graph(), config=npu_config())
         assert is_npu_session(sess)
         sess.close()
-        # TensorFlow's own modules create tensorflow.python.client.session.Session.
-        from tensorflow.python.client import session as client_session
-        with client_session.Session(graph=tf.Graph(), config=npu_config()) as sess:
-            assert is_npu_session(sess)
+        # TensorFlow's own modules create their sessions from its session module, whose classes
+        # all derive from the BaseSession install() changes.
+        from npu_adapter import tf_compat
+
+        class ModuleSession(tf_compat.base_session()):
+            pass
+
+        sess = ModuleSession(graph=tf.Graph(), config=npu_config())
+        assert is_npu_session(sess)
+        sess.close()
         with PlainSession(graph=tf.Graph(), config=npu_config()) as sess:
             assert not is_npu_session(sess)
         npu_adapter.uninstall()
@@ -284,9 +290,11 @@ def test_rewrite_errors_surface_as_tensorflow_errors():
         out = tf.abs(x, name="out")
         from tensorflow.core.framework import attr_value_pb2
 
-        out.op._set_attr("_graph_dynamic_input", attr_value_pb2.AttrValue(b=True))
-        out.op._set_attr("_graph_dynamic_graph_execute_mode",
-                         attr_value_pb2.AttrValue(s=b"lazy_recompile"))
+        from npu_adapter import tf_compat
+
+        tf_compat.set_op_attr(out.op, "_graph_dynamic_input", attr_value_pb2.AttrValue(b=True))
+        tf_compat.set_op_attr(out.op, "_graph_dynamic_graph_execute_mode",
+                              attr_value_pb2.AttrValue(s=b"lazy_recompile"))
     with NpuSession(graph=graph, config=npu_config(iterations_per_loop=2)) as sess, \
             pytest.raises(tf.errors.InvalidArgumentError, match="lazy_recompile"):
         sess.run(out, {x: [1.0, -2.0]})

@@ -12,7 +12,9 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 import npu_adapter
+from npu_adapter import tf_compat
 from npu_adapter.datadump import read_dump_file, scan_dump_tree
+from npu_adapter.session import runner_of
 from npu_adapter.system_options import on_shutdown_system
 
 tf1 = tf.compat.v1
@@ -48,7 +50,7 @@ def small_graph():
         x = tf1.placeholder(tf.float32, [2, 3], name="x")
         w = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, name="w")
         act = tf.tanh(tf.matmul(x, w, name="mm"), name="act")
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             host = tf.abs(act, name="host")
         tf.reduce_sum(tf.square(host, name="sq"), name="total")
     return g
@@ -83,8 +85,8 @@ def test_without_dump_options_the_session_adds_nothing(tmp_path):
     g = small_graph()
     with tf1.Session(graph=g, config=npu_config()) as sess:
         sess.run("total:0", feed(0))
-        assert sess._npu_dump is None
-        installed = sess.npu_rewrite_result("total:0", feed(0)).graph_def
+        assert runner_of(sess).dump is None
+        installed = runner_of(sess).rewrite_result("total:0", feed(0)).graph_def
     assert not any(node.op == "PyFunc" for node in installed.node)
     for function in installed.library.function:
         assert not any(node.op == "PyFunc" for node in function.node_def)
@@ -181,4 +183,4 @@ def test_initialize_system_options_hold_for_later_sessions(tmp_path):
     later.mkdir()
     with tf1.Session(graph=small_graph(), config=npu_config()) as sess:
         sess.run("total:0", feed(0))
-        assert sess._npu_dump is None
+        assert runner_of(sess).dump is None

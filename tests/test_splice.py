@@ -39,44 +39,49 @@ def _by_name(graph_def):
     return {n.name: n for n in graph_def.node}
 
 
-def _has_outputs(graph_def):
-    def has_outputs(name):
-        return _by_name(graph_def)[name].op != "NoOp"
-
-    return has_outputs
-
-
 def test_unchanged_graph_imports_nothing():
     gd = _original()
-    plan = plan_splice(_copy(gd), _by_name(gd), has_outputs=_has_outputs(gd))
-    assert plan.imported == [] and len(plan.import_graph_def.node) == 0
-    assert plan.kept == {n.name for n in gd.node}
-    assert plan.input_map == {}
+    plan = plan_splice(_copy(gd), _by_name(gd))
+    assert plan.imported == frozenset() and len(plan.graph_def.node) == 0
+    assert plan.bindings == {}
 
 
 def test_a_changed_node_and_everything_downstream_are_imported():
     gd = _original()
     rewritten = _copy(gd)
     rewritten.node[2].op = "Floor"  # b changed: b and its consumer c are imported
-    plan = plan_splice(rewritten, _by_name(gd), has_outputs=_has_outputs(gd))
-    assert plan.imported == ["b", "c"]
-    assert plan.kept == {"x", "a", "init", "k", "kc"}
-    assert plan.input_map == {"a:0": "a:0"}
-    assert [n.name for n in plan.import_graph_def.node] == ["b", "c"]
-    assert plan.import_graph_def.versions == rewritten.versions
+    plan = plan_splice(rewritten, _by_name(gd))
+    assert plan.imported == {"b", "c"}
+    assert plan.bindings == {"a:0": "a:0"}
+    assert [n.name for n in plan.graph_def.node] == ["b", "c"]
+    assert plan.graph_def.versions == rewritten.versions
+    rename = plan.rename("scope")
+    assert (rename("a"), rename("b")) == ("a", "scope/b")
 
 
 def test_new_nodes_bind_their_kept_inputs_including_control_inputs():
+    """A control input on a kept op without outputs (init, a NoOp) is bound through a constant
+    that waits for it: the op itself is never copied."""
     gd = _original()
     rewritten = _copy(gd)
     new = rewritten.node.add()
     new.CopyFrom(rewritten.node[1])  # a second Abs reading x, with control deps
     new.name = "new"
     new.input[:] = ["x", "^k", "^init"]
-    plan = plan_splice(rewritten, _by_name(gd), has_outputs=_has_outputs(gd))
-    # init has no outputs, so a control edge to it cannot go through input_map: init is imported.
-    assert plan.imported == ["init", "new"]
-    assert plan.input_map == {"x:0": "x:0", "^k": "^k"}
+    plan = plan_splice(rewritten, _by_name(gd))
+    assert plan.imported == {"new"}
+    assert plan.bindings == {"x:0": "x:0", "^k": "^k", "^init": "^init"}
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(gd, name="")
+    anchors = {}
+    rename = splice_into_graph(graph, plan, "spliced", anchors)
+    op = graph.get_operation_by_name(rename("new"))
+    waits_for = {c.name for c in op.control_inputs}
+    assert "k" in waits_for and "init" not in waits_for
+    (anchor,) = waits_for - {"k"}
+    assert [c.name for c in graph.get_operation_by_name(anchor).control_inputs] == ["init"]
+    assert anchors["init"].op.name == anchor
 
 
 def test_fed_placeholders_bind_to_the_fed_tensor_and_are_never_imported():
@@ -87,24 +92,22 @@ def test_fed_placeholders_bind_to_the_fed_tensor_and_are_never_imported():
     ph.attr["dtype"].type = tf.float32.as_datatype_enum
     ph.attr[FED_TENSOR_ATTR].s = b"a:0"
     rewritten.node[0].input[:] = ["a_feed_0", "^a_feed_0"]  # b reads the placeholder
-    plan = plan_splice(rewritten, _by_name(gd), has_outputs=_has_outputs(gd))
-    assert "a_feed_0" not in plan.imported
-    assert plan.imported == ["b", "c"]
-    assert plan.input_map == {"a_feed_0:0": "a:0", "^a_feed_0": "^a"}
+    plan = plan_splice(rewritten, _by_name(gd))
+    assert plan.imported == {"b", "c"}
+    assert plan.bindings == {"a_feed_0:0": "a:0", "^a_feed_0": "^a"}
 
 
-def test_colocation_is_ignored_for_change_detection_and_restored_after_import():
+def test_colocation_is_ignored_for_change_detection_and_dropped_when_foreign():
     gd = _original()
     rewritten = _copy(gd)
     by_name = _by_name(rewritten)
     by_name["kc"].attr["_class"].list.s.append(b"loc:@k")  # only _class differs: kept
     by_name["c"].attr["_class"].list.s.append(b"loc:@a")
     by_name["b"].op = "Floor"
-    plan = plan_splice(rewritten, _by_name(gd), has_outputs=_has_outputs(gd))
-    assert "kc" in plan.kept
-    assert plan.imported == ["b", "c"]
-    assert plan.colocations == {"c": [b"loc:@a"]}
-    assert "_class" not in _by_name(plan.import_graph_def)["c"].attr
+    plan = plan_splice(rewritten, _by_name(gd))
+    assert "kc" not in plan.imported
+    assert plan.imported == {"b", "c"}
+    assert "_class" not in _by_name(plan.graph_def)["c"].attr
 
 
 def test_splice_into_graph_shares_state_and_computes_the_rewrite():
@@ -120,7 +123,7 @@ def test_splice_into_graph_shares_state_and_computes_the_rewrite():
     gd = g.as_graph_def()
     res = rewrite(gd, {}, fetches=["y:0"], feeds=["x:0"], targets=["update"])
     assert res.clusters
-    rename = splice_into_graph(g, res.graph_def, "spliced")
+    rename = splice_into_graph(g, plan_splice(res.graph_def, _by_name(gd)), "spliced")
     new_y = res.tensor_map["y:0"]
     node, _, port = new_y.partition(":")
     assert rename("v") == "v"  # the variable is the session's own
@@ -147,36 +150,22 @@ def test_a_constant_whose_value_changed_is_imported_and_map_order_does_not_matte
     c.ClearField("attr")
     for key, value in attrs.items():
         c.attr[key].CopyFrom(value)
-    plan = plan_splice(rewritten, _by_name(gd), has_outputs=_has_outputs(gd))
-    assert plan.imported == ["k", "kc"]
-    assert "c" in plan.kept
+    plan = plan_splice(rewritten, _by_name(gd))
+    assert plan.imported == {"k", "kc"}
 
 
-def test_splice_with_the_graph_def_it_was_rewritten_from_matches_op_lookups():
-    """The session passes the GraphDef it rewrote (no per-op ``node_def`` serialisation); the
-    splice must import exactly what the op-by-op lookup would."""
-    def build():
-        g = tf.Graph()
-        with g.as_default():
-            x = tf1.placeholder(tf.float32, [2, 64], name="x")
-            w = tf.constant(np.linspace(0, 1, 64 * 64, dtype=np.float32).reshape(64, 64),
-                            name="w")
-            tf.nn.relu(tf.matmul(x, w), name="y")
-        return g
-
-    imported = []
-    for pass_graph_def in (False, True):
-        g = build()
-        gd = g.as_graph_def()
-        res = rewrite(gd, {}, fetches=["y:0"], feeds=["x:0"])
-        before = {op.name for op in g.get_operations()}
-        rename = splice_into_graph(g, res.graph_def, "spliced",
-                                   gd if pass_graph_def else None)
-        imported.append(sorted({op.name for op in g.get_operations()} - before))
-        assert rename("w") == "w", "the hoisted weight is the user's own Const"
-        with tf1.Session(graph=g) as sess:
-            feed = {"x:0": np.ones([2, 64], np.float32)}
-            node, _, port = res.tensor_map["y:0"].partition(":")
-            np.testing.assert_array_equal(sess.run(f"{rename(node)}:{port}", feed),
-                                          sess.run("y:0", feed))
-    assert imported[0] == imported[1] and imported[0]
+def test_a_hoisted_weight_stays_the_users_own_const():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [2, 64], name="x")
+        w = tf.constant(np.linspace(0, 1, 64 * 64, dtype=np.float32).reshape(64, 64), name="w")
+        tf.nn.relu(tf.matmul(x, w), name="y")
+    gd = g.as_graph_def()
+    res = rewrite(gd, {}, fetches=["y:0"], feeds=["x:0"])
+    rename = splice_into_graph(g, plan_splice(res.graph_def, _by_name(gd)), "spliced")
+    assert rename("w") == "w", "the hoisted weight is the user's own Const"
+    with tf1.Session(graph=g) as sess:
+        feed = {"x:0": np.ones([2, 64], np.float32)}
+        node, _, port = res.tensor_map["y:0"].partition(":")
+        np.testing.assert_array_equal(sess.run(f"{rename(node)}:{port}", feed),
+                                      sess.run("y:0", feed))

@@ -67,6 +67,37 @@ def test_session_loop_one_run_is_n_steps():
     assert plain["losses"][-1] < plain["losses"][0]  # it learns
 
 
+def _run_script(name):
+    import os
+    import subprocess
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_ENABLE_ONEDNN_OPTS="0")
+    return subprocess.run([sys.executable, str(TRAINING / f"{name}.py")], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_session_loop_script_logs_the_loss_of_each_run():
+    proc = _run_script("session_loop_mlp")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    logged = [line.split("loss ")[1] for line in lines if ": loss " in line]
+    steps = [line.split("step ")[1].split(":")[0] for line in lines if ": loss " in line]
+    assert steps == ["10", "20", "30"]
+    (plain,) = [line for line in lines if "plain TensorFlow at the same steps" in line]
+    assert plain.split(": ")[-1] == ", ".join(logged)   # the same losses, as printed
+    assert lines[-1].endswith("bit for bit: True")
+
+
+@pytest.mark.skipif(HAS_ESTIMATOR, reason="this TensorFlow has tf.estimator: the sample runs")
+def test_estimator_script_says_why_it_cannot_run():
+    proc = _run_script("estimator_regression")
+    assert proc.returncode == 3 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"estimator_regression: cannot run on TensorFlow {tf.__version__}: it needs "
+        "tf.estimator, which TensorFlow removed in 2.16 (NPUEstimator builds on it). Run it "
+        "with TensorFlow 2.15: pip install 'tensorflow-cpu==2.15.*' tf_keras")
+
+
 # ---- 2. NPUEstimator with train_and_evaluate ---------------------------------------------
 
 

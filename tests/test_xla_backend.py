@@ -17,7 +17,7 @@ from npu_adapter.backends.xla.persistent_cache import PersistentCache, framing_p
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError
 from npu_adapter.report.placement import placement_report
-from npu_adapter.session import NpuSession, plain_session_class
+from npu_adapter.session import NpuSession, plain_session_class, runner_of
 from npu_adapter.testing import assert_rewrite_equivalent
 
 tf1 = tf.compat.v1
@@ -140,7 +140,7 @@ def test_lenet_training_steps_match_plain_tensorflow(use_resource):
             losses = [sess.run([loss, train], {x: xs, y: ys})[0] for _ in range(4)]
             runs[cls] = losses, sess.run(variables)
             if cls is NpuSession:
-                stats = sess.npu_runtime_stats()
+                stats = runner_of(sess).runtime_stats()
     (plain_losses, plain_vars), (xla_losses, xla_vars) = runs[PlainSession], runs[NpuSession]
     np.testing.assert_allclose(xla_losses, plain_losses, rtol=RTOL, atol=ATOL)
     for a, b in zip(xla_vars, plain_vars):
@@ -198,7 +198,7 @@ def test_mixed_graph_compiles_one_cluster_and_falls_back_on_the_other():
     feeds = {"x:0": np.arange(16, dtype=np.float32).reshape(4, 4) / 16}
     with NpuSession(graph=graph, config=xla_config(mix_compile_mode=True)) as sess:
         got = sess.run("out:0", feeds)
-        stats = sess.npu_runtime_stats()
+        stats = runner_of(sess).runtime_stats()
     with PlainSession(graph=graph) as sess:
         want = sess.run("out:0", feeds)
     np.testing.assert_allclose(got, want, rtol=RTOL)
@@ -236,8 +236,8 @@ def test_one_executable_per_gear_and_none_in_the_steady_state(policy):
             v = rng.rand(batches[step % len(batches)], 8).astype(np.float32)
             got = sess.run("y:0", {"x:0": v})
             np.testing.assert_allclose(got, (np.maximum(v - 0.5, 0) * 3).sum(1), rtol=RTOL)
-            compiles.append(sess.npu_runtime_stats().compiles)
-        result = sess.npu_rewrite_result("y:0", {"x:0": v})
+            compiles.append(runner_of(sess).runtime_stats().compiles)
+        result = runner_of(sess).rewrite_result("y:0", {"x:0": v})
     assert compiles[len(batches) - 1] == 3 and compiles[-1] == 3
     functions = {f.signature.name: f for f in result.graph_def.library.function}
     (cluster,) = result.clusters
@@ -359,8 +359,8 @@ def test_isolated_clusters_with_gears_compile_per_gear():
             v = np.full((batch, 8), 0.75, np.float32)
             np.testing.assert_allclose(sess.run("y:0", {"x:0": v}), np.full(batch, 6.0),
                                        rtol=RTOL)
-        result = sess.npu_rewrite_result("y:0", {"x:0": v})
-        assert sess.npu_runtime_stats().compiles == 3
+        result = runner_of(sess).rewrite_result("y:0", {"x:0": v})
+        assert runner_of(sess).runtime_stats().compiles == 3
     functions = {f.signature.name: f for f in result.graph_def.library.function}
     (cluster,) = result.clusters
     assert functions[cluster.name].attr["_noinline"].b  # the dispatcher stays a call

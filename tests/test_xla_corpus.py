@@ -20,7 +20,7 @@ except ImportError:  # pytest run from elsewhere than the repository root
 
 from bench import models
 from npu_adapter.config import NpuConfig
-from npu_adapter.session import NpuSession, plain_session_class
+from npu_adapter.session import NpuSession, plain_session_class, runner_of
 
 SLOW = os.environ.get("NPU_ADAPTER_SLOW_TESTS") == "1"
 PlainSession = plain_session_class()
@@ -44,10 +44,10 @@ def _compare_with_plain(spec, runs=3):
         with cls(graph=graph, config=cfg) as sess:
             outputs[cls] = sess.run(spec.fetches, spec.feeds)
             if cls is NpuSession:
-                first = sess.npu_runtime_stats().compiles
+                first = runner_of(sess).runtime_stats().compiles
                 for _ in range(runs):
                     again = sess.run(spec.fetches, spec.feeds)
-                stats = sess.npu_runtime_stats()
+                stats = runner_of(sess).runtime_stats()
     for want, got, repeat in zip(outputs[PlainSession], outputs[NpuSession], again):
         scale = float(np.max(np.abs(want))) or 1.0
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * scale)

@@ -9,6 +9,7 @@ weights, the GeOps holding the training step) so tests can compare the two runs.
 """
 
 import os
+import re
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # run-to-run reproducible CPU kernels
@@ -72,20 +73,22 @@ def without_npu_optimizer(config):
     return plain
 
 
+# The loop target of util.set_iteration_per_loop / NPUEstimator (tf.group(..., name="IterationOp")).
+_LOOP_OP = re.compile(r"(?:^|/)IterationOp(?:_\d+)?$")
+
+
 def training_geops(graph):
     """The GeOps that hold a training step among the rewrites of every session run on
     ``graph`` (TensorFlow's own sessions included): a sorted list of dicts with the cluster
     name, its member count, the optimizer ops it holds (also inside the functions its members
     call, e.g. the branches of a ``tf.cond``), and the ``IterationOp`` when the run sinks
     ``iterations_per_loop`` steps into one ``Session.run``."""
-    from npu_adapter.session.shadow import ShadowGraph
+    from npu_adapter.session import graph_rewrites
 
     functions = {f.signature.name: f for f in graph.as_graph_def().library.function}
     found = {}
-    for signature in list(ShadowGraph.for_graph(graph).signatures.values()):
-        result = signature.result
-        if result is None:
-            continue
+    for result in graph_rewrites(graph):
+        loop = next((name for name in sorted(result.op_map) if _LOOP_OP.search(name)), None)
         for cluster, members in result.membership().items():
             applies = set()
             for name in members:
@@ -95,9 +98,9 @@ def training_geops(graph):
                     continue
                 applies.update(_apply_types(node_def, functions, set()))
             if applies:
-                key = (cluster, signature.loop)
+                key = (cluster, loop)
                 found[key] = {"cluster": cluster, "size": len(members),
-                              "applies": sorted(applies), "loop": signature.loop}
+                              "applies": sorted(applies), "loop": loop}
     return [found[k] for k in sorted(found, key=lambda k: (k[0], k[1] or ""))]
 
 

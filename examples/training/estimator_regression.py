@@ -6,7 +6,8 @@ The NPU run uses ``NPURunConfig(iterations_per_loop=N)``: each training ``Sessio
 steps. The plain twin (``npu=False``) is ``tf.estimator.Estimator`` with a plain ``RunConfig``,
 one step per run. After k·N steps both have the same loss and weights, and the evaluations —
 which end when the eval dataset raises ``OutOfRangeError`` — the same metrics, bit for bit.
-Needs ``tf.estimator`` (TensorFlow <= 2.15).
+Needs ``tf.estimator``, which TensorFlow removed in 2.16: on a later TensorFlow the script says so
+and exits with status 3.
 
     python examples/training/estimator_regression.py
 """
@@ -172,10 +173,16 @@ def eval_reference(weights, samples):
     return {"mse": np.mean((h - y) ** 2), "mae": np.mean(np.abs(h - y))}
 
 
+EXIT_NEEDS_ESTIMATOR = 3
+"""Exit status when this TensorFlow has no ``tf.estimator`` (the sample cannot run)."""
+
 if __name__ == "__main__":
     if not hasattr(tf, "estimator"):
-        print("estimator_regression: tf.estimator needs TensorFlow <= 2.15; skipped")
-        sys.exit(0)
+        print(f"estimator_regression: cannot run on TensorFlow {tf.__version__}: it needs "
+              "tf.estimator, which TensorFlow removed in 2.16 (NPUEstimator builds on it). "
+              "Run it with TensorFlow 2.15: pip install 'tensorflow-cpu==2.15.*' tf_keras",
+              file=sys.stderr)
+        sys.exit(EXIT_NEEDS_ESTIMATOR)
     npu_run, plain_run = main(npu=True), main(npu=False)
     print("eval metrics (npu):", npu_run["metrics"])
     print("eval metrics (plain):", plain_run["metrics"])

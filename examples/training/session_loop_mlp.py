@@ -52,10 +52,10 @@ def build_model(x, y, learning_rate):
 
 
 def main(npu=True, iterations_per_loop=10, loops=3, batch_size=32, samples=640,
-         learning_rate=0.05):
+         learning_rate=0.05, log=False):
     """Train ``loops`` × ``iterations_per_loop`` steps; return the loss after each run of the
     loop (the NPU run) or after each step (plain), the global step, the final weights and the
-    GeOps that hold the training step."""
+    GeOps that hold the training step. ``log``: print the step and loss after each run."""
     quiet()
     graph = tf.Graph()
     with graph.as_default():
@@ -76,9 +76,11 @@ def main(npu=True, iterations_per_loop=10, loops=3, batch_size=32, samples=640,
         sess.run(init)
         with graph.as_default():
             loop_op = util.set_iteration_per_loop(sess, train_op, steps_per_run)
-        for _ in range(0, loops * iterations_per_loop, steps_per_run):
+        for done in range(steps_per_run, loops * iterations_per_loop + 1, steps_per_run):
             loss_value, _ = sess.run([loss, loop_op])
             losses.append(loss_value)
+            if log:
+                print(f"session_loop_mlp: step {done}: loss {loss_value:.6f}")
         step = sess.run(global_step)
         weights = variable_values(graph, sess, tf1.GraphKeys.TRAINABLE_VARIABLES)
     return {"losses": losses, "global_step": step, "weights": weights,
@@ -92,5 +94,8 @@ def plain_at_loop_ends(plain, npu):
 
 
 if __name__ == "__main__":
-    npu_run, plain_run = main(npu=True), main(npu=False)
+    npu_run, plain_run = main(npu=True, log=True), main(npu=False)
+    plain_losses = plain_at_loop_ends(plain_run, npu_run)["losses"]
+    print("session_loop_mlp: plain TensorFlow at the same steps: "
+          + ", ".join(f"{value:.6f}" for value in plain_losses))
     sys.exit(report("session_loop_mlp", npu_run, plain_at_loop_ends(plain_run, npu_run)))

@@ -6,11 +6,11 @@ turns npu-adapter errors into a one-line message and exit code 2 (a traceback on
 ``--verbose``); anything else is a bug in npu-adapter and exits 1 as an "internal error".
 """
 
-import argparse
 import sys
 import traceback
 
 from npu_adapter import __version__
+from npu_adapter.cli import quiet
 from npu_adapter.cli.common import (
     EXIT_ERROR,
     EXIT_INVALID,
@@ -26,6 +26,7 @@ from npu_adapter.cli.inspect_cmd import add_inspect_command
 from npu_adapter.cli.launch_cmd import add_launch_command
 from npu_adapter.cli.numerics_cmd import add_numerics_command
 from npu_adapter.cli.options_cmd import add_options_command
+from npu_adapter.cli.parser import CliParser
 from npu_adapter.errors import NpuAdapterError
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_INVALID", "EXIT_OK", "build_parser", "main",
@@ -38,7 +39,7 @@ COMMANDS = [add_options_command, add_inspect_command, add_convert_command,
 
 def build_parser():
     """The argparse parser with every subcommand of :data:`COMMANDS`."""
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog=PROG, parents=[common_parent()],
         description="npu-adapter: TF Adapter (npu_bridge) front end for TensorFlow 2.x")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -70,6 +71,9 @@ def _kept(exc):
 
 def main(argv=None):
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    import time
+
+    started = time.monotonic()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -79,7 +83,9 @@ def main(argv=None):
     if handler is None:
         parser.print_help(sys.stderr)
         return EXIT_INVALID
+    args.started = started  # progress lines count from here (common.ProgressPrinter)
     verbose = getattr(args, "verbose", False)
+    quiet.install(verbose=verbose)
     try:
         return handler(args)
     except BrokenPipeError:  # e.g. `npu-adapter options | head`: stop quietly
@@ -103,3 +109,5 @@ def main(argv=None):
         sys.stderr.write(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
                          f"(run with --verbose for a traceback){_kept(exc)}\n")
         return EXIT_ERROR
+    finally:
+        quiet.uninstall()  # a caller of main() in its own process imports TensorFlow as usual

@@ -7,21 +7,17 @@ and exits with :data:`EXIT_INVALID`.
 """
 
 import argparse
-import contextlib
 import json
-import os
 import re
-import shutil
 import sys
 
+from npu_adapter.cli.parser import CliParser
 from npu_adapter.config import OPTIONS_BY_NAME, NpuConfig
-from npu_adapter.config.options import suggest_option
+from npu_adapter.config.options import unknown_option_hint
 from npu_adapter.errors import NpuConfigError, UnknownOptionError, UsageError, excerpt
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "OutputDirectory",
-           "check_output_file", "common_parent", "config_from_args", "import_tensorflow_quietly",
-           "option_values", "parse_option_value", "progress_printer", "warn",
-           "write_file_atomically"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_INVALID", "PROG", "ProgressPrinter", "common_parent",
+           "config_from_args", "option_values", "parse_option_value", "warn"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -38,7 +34,7 @@ _FALSE = ("false", "0")
 
 def common_parent():
     # default=SUPPRESS so `--verbose` given before the subcommand is not reset by the sub-parser.
-    parent = argparse.ArgumentParser(add_help=False)
+    parent = CliParser(add_help=False)
     parent.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="print a traceback on errors")
     return parent
@@ -79,9 +75,7 @@ def _read_config_file(path, what):
 
 
 def _unknown_option_error(key, value, where):
-    match = suggest_option(key)
-    hint = f"did you mean {match!r}?" if match else "see `npu-adapter options` for the list"
-    return UnknownOptionError(key, value, hint, detail=where)
+    return UnknownOptionError(key, value, unknown_option_hint(key), detail=where)
 
 
 def _config_from_json(path):
@@ -156,169 +150,34 @@ def config_from_args(args):
     return config.replace(**overrides) if overrides else config
 
 
-def import_tensorflow_quietly(verbose=False):
-    """Import TensorFlow without its C++ start-up lines on stderr.
+class ProgressPrinter:
+    """Progress lines on stderr, each with the time since the command started
+    (``npu-adapter: [   2.4s] loading model.pb``), and the closing ``done in`` line.
 
-    TensorFlow's native libraries log from C++ when they load (CUDA probing, CPU features,
-    "All log messages before absl::InitializeLog()"), some of them twice and regardless of
-    ``TF_CPP_MIN_LOG_LEVEL``; a command-line tool should print only its own lines. File
-    descriptor 2 goes to a temporary file during the import; what was written is replayed when
-    the import fails (or with ``verbose``). ``TF_CPP_MIN_LOG_LEVEL`` defaults to 2 for the
-    messages TensorFlow logs later.
-    """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if "tensorflow" in sys.modules:
-        return
-    import tempfile
-
-    try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):  # stderr is not a real file (tests)
-        import tensorflow
-
-        return
-    sys.stderr.flush()
-    saved = os.dup(fd)
-    with tempfile.TemporaryFile() as captured:
-        failed = True
-        try:
-            os.dup2(captured.fileno(), fd)
-            import tensorflow  # noqa: F401
-
-            failed = False
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, fd)
-            os.close(saved)
-            if failed or verbose:
-                captured.seek(0)
-                sys.stderr.write(captured.read().decode("utf-8", "replace"))
-
-
-def check_output_file(path, suffixes):
-    """``path`` if a file can be written there: its folder exists and is writable, the path is
-    not a directory and ends in one of ``suffixes``. Raises ``NpuConfigError`` on ``--out``."""
-    if not path.endswith(suffixes):
-        raise NpuConfigError("--out", path, "a file name ending in " + " or ".join(suffixes))
-    folder = os.path.dirname(os.path.abspath(path))
-    allowed = "a file path in an existing, writable folder"
-    if os.path.isdir(path):
-        raise NpuConfigError("--out", path, allowed, detail="it is a directory")
-    if not os.path.isdir(folder):
-        raise NpuConfigError("--out", path, allowed, detail=f"no folder {folder!r}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise NpuConfigError("--out", path, allowed, detail=f"folder {folder!r} is not writable")
-    return path
-
-
-def write_file_atomically(path, data):
-    """Write ``data`` (bytes) to ``path`` through a temporary file in the same folder and
-    ``os.replace``: never a half-written file, and no temporary file left on failure."""
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                                   dir=folder)
-    except OSError as exc:
-        raise NpuConfigError("--out", path, "a file path in a writable folder",
-                             detail=exc.strerror or str(exc)) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise NpuConfigError("--out", path, "a file path in a writable folder",
-                             detail=exc.strerror or str(exc)) from None
-
-
-class OutputDirectory:
-    """Build an output directory in a temporary sibling and put it in place on success.
-
-    ``with OutputDirectory(out) as work:`` — everything is written under ``work``; when the block
-    succeeds each top-level entry of ``work`` replaces the same-named entry of ``out`` (created
-    when missing; other entries of ``out`` are left alone). When it fails, ``out`` is untouched
-    and the partial tree is kept in ``<out>.failed/`` with ``ERROR.txt`` holding the error;
-    :attr:`failed_dir` then names it.
+    ``started`` is the command's start (:func:`time.monotonic`; :func:`npu_adapter.cli.main`
+    records it before anything is imported), so the times include TensorFlow's import and the
+    model's load.
     """
 
-    def __init__(self, out_dir):
-        self.out_dir = os.path.abspath(out_dir)
-        self.work = None
-        self.failed_dir = None
-        parent, name = os.path.split(self.out_dir.rstrip(os.sep))
-        if not name:
-            raise NpuConfigError("--out", out_dir, "a directory other than the root")
-        if os.path.exists(self.out_dir) and not os.path.isdir(self.out_dir):
-            raise NpuConfigError("--out", out_dir, "a directory",
-                                 detail="a file of that name exists")
-        self._parent, self._name = parent, name
+    def __init__(self, enabled, started=None):
+        import time
 
-    def __enter__(self):
-        import tempfile
+        self.enabled = enabled
+        self.started = time.monotonic() if started is None else started
 
-        try:
-            os.makedirs(self._parent, exist_ok=True)
-            self.work = tempfile.mkdtemp(prefix=f".{self._name}.partial-", dir=self._parent)
-        except OSError as exc:
-            raise NpuConfigError("--out", self.out_dir, "a directory that can be created",
-                                 detail=exc.strerror or str(exc)) from None
-        return self.work
+    def elapsed(self):
+        import time
 
-    def __exit__(self, kind, exc, tb):
-        if kind is None:
-            self._commit()
-            return False
-        self.failed_dir = self.out_dir + ".failed"
-        if not os.listdir(self.work):  # failed before writing anything: nothing to keep
-            os.rmdir(self.work)
-            self.failed_dir = None
-            return False
-        with contextlib.suppress(OSError):
-            if os.path.isdir(self.failed_dir):
-                shutil.rmtree(self.failed_dir)
-            os.replace(self.work, self.failed_dir)
-            with open(os.path.join(self.failed_dir, "ERROR.txt"), "w", encoding="utf-8") as f:
-                f.write(f"{kind.__name__}: {exc}\n")
-        if os.path.isdir(self.work):  # could not be kept: do not leave a stray partial tree
-            shutil.rmtree(self.work, ignore_errors=True)
-            self.failed_dir = None
-        if isinstance(exc, Exception):
-            exc.failed_dir = self.failed_dir
-        return False
+        return time.monotonic() - self.started
 
-    def _commit(self):
-        try:
-            if not os.path.isdir(self.out_dir):
-                os.replace(self.work, self.out_dir)
-                return
-            for entry in sorted(os.listdir(self.work)):
-                target = os.path.join(self.out_dir, entry)
-                if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
-                elif os.path.lexists(target):
-                    os.unlink(target)
-                os.replace(os.path.join(self.work, entry), target)
-            os.rmdir(self.work)
-        except OSError as exc:
-            shutil.rmtree(self.work, ignore_errors=True)
-            raise NpuConfigError("--out", self.out_dir, "a writable directory",
-                                 detail=exc.strerror or str(exc)) from None
-
-
-def progress_printer(enabled):
-    import time
-
-    start = time.perf_counter()
-
-    def report(message):
-        if enabled:
-            sys.stderr.write(f"{PROG}: [{time.perf_counter() - start:7.1f}s] {message}\n")
+    def __call__(self, message):
+        if self.enabled:
+            sys.stderr.write(f"{PROG}: [{self.elapsed():7.1f}s] {message}\n")
             sys.stderr.flush()
 
-    return report
+    def done(self):
+        """The last line: the whole command's time."""
+        self(f"done in {self.elapsed():.1f} s")
 
 
 def warn(message):

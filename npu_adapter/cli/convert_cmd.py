@@ -6,26 +6,18 @@ import warnings
 from npu_adapter.cli.common import (
     EXIT_OK,
     PROG,
-    check_output_file,
     common_parent,
     config_from_args,
-    import_tensorflow_quietly,
-    write_file_atomically,
 )
 from npu_adapter.cli.convert_targets import add_target_arguments, run_conversion_target
+from npu_adapter.cli.outputs import OutputFile, check_not_input
 
 __all__ = ["add_convert_command"]
 
 
-def _run_convert(args):
-    if args.to != "pb":  # --to om / savedmodel: npu_adapter/cli/convert_targets.py
-        import_tensorflow_quietly(getattr(args, "verbose", False))
-        return run_conversion_target(args)
-    check_output_file(args.out, (".pb", ".pbtxt"))
-    import_tensorflow_quietly(getattr(args, "verbose", False))
+def _rewrite(args):
     from npu_adapter import model_io
     from npu_adapter.api import rewrite
-    from npu_adapter.graph.serialize import to_bytes, to_text
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -38,11 +30,20 @@ def _run_convert(args):
     if fetches is None and feeds is None and args.target is None:
         fetches, feeds = model.fetches or None, model.feeds or None
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"
-    result = rewrite(model.graph_def, config, fetches=fetches, feeds=feeds, targets=args.target,
-                     backend=backend)
-    data = to_text(result.graph_def).encode() if args.out.endswith(".pbtxt") else \
-        to_bytes(result.graph_def)
-    write_file_atomically(args.out, data)
+    return rewrite(model.graph_def, config, fetches=fetches, feeds=feeds, targets=args.target,
+                   backend=backend)
+
+
+def _run_convert(args):
+    check_not_input(args.out, args.model)
+    if args.to != "pb":  # --to om / savedmodel: npu_adapter/cli/convert_targets.py
+        return run_conversion_target(args)
+    with OutputFile(args.out, (".pb", ".pbtxt")) as output:  # checks --out before any work
+        result = _rewrite(args)
+        from npu_adapter.graph.serialize import to_bytes, to_text
+
+        output.write(to_text(result.graph_def).encode() if args.out.endswith(".pbtxt") else
+                     to_bytes(result.graph_def))
     sys.stdout.write(f"{args.out}\n  {len(result.clusters)} cluster(s): "
                      + ", ".join(f"{c.name} ({c.size} nodes)" for c in result.clusters) + "\n")
     for name, mapped in sorted(result.tensor_map.items()):

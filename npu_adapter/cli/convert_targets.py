@@ -23,14 +23,16 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import warnings
 
 from npu_adapter.cli.common import EXIT_OK, PROG, config_from_args
+from npu_adapter.cli.outputs import OutputFile, make_sibling_directory
+from npu_adapter.cli.soc_versions import check_soc_version
 from npu_adapter.errors import GraphError, NpuConfigError
 
-__all__ = ["TARGETS", "FrozenModel", "add_target_arguments", "convert_to_om",
-           "convert_to_savedmodel", "freeze_model", "run_conversion_target"]
+__all__ = ["TARGETS", "FrozenModel", "add_target_arguments", "check_om_target",
+           "check_savedmodel_target", "convert_to_om", "convert_to_savedmodel", "freeze_model",
+           "run_conversion_target"]
 
 TARGETS = ("pb", "om", "savedmodel")
 _V1_CONTROL_FLOW = frozenset({"Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter",
@@ -77,29 +79,13 @@ def _key_of(tensor):
 
 
 def _freeze_saved_model(path, signature, tags):
-    import tensorflow as tf
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2,
-    )
+    from npu_adapter import model_io
 
     try:
-        loaded = tf.saved_model.load(path, tags=tags or [_SERVE])
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise GraphError(f"{path}: cannot load the SavedModel: {exc}") from None
-    names = sorted(loaded.signatures)
-    key = signature or (_DEFAULT_SIGNATURE if _DEFAULT_SIGNATURE in names else
-                        (names[0] if names else None))
-    if key not in loaded.signatures:
-        raise GraphError(f"{path}: no signature {key!r}; signatures: {', '.join(names) or 'none'}")
-    fn = loaded.signatures[key]
-    frozen = convert_variables_to_constants_v2(fn, lower_control_flow=False)
-    input_keys = sorted(fn.structured_input_signature[1])
-    outputs = fn.structured_outputs
-    output_keys = sorted(outputs) if isinstance(outputs, dict) else \
-        [str(k) for k in range(len(frozen.outputs))]
-    inputs = [(k, t.name) for k, t in zip(input_keys, frozen.inputs)]
-    return FrozenModel(frozen.graph.as_graph_def(),
-                       inputs, [(k, t.name) for k, t in zip(output_keys, frozen.outputs)], key)
+        frozen = model_io.freeze_saved_model(path, signature=signature, tags=tags)
+    except model_io.ModelFileError as exc:
+        raise GraphError(str(exc)) from None
+    return FrozenModel(frozen.graph_def, frozen.inputs, frozen.outputs, frozen.signature)
 
 
 def freeze_model(path, *, signature=None, tags=None, fetches=None, feeds=None):
@@ -111,9 +97,8 @@ def freeze_model(path, *, signature=None, tags=None, fetches=None, feeds=None):
     Raises:
         GraphError: the model cannot be loaded, is not frozen, or names no such tensors.
     """
-    import tensorflow as tf
-
     from npu_adapter import model_io
+    from npu_adapter.graph.extract import extract_client_graph
 
     if os.path.isdir(path):
         model = _freeze_saved_model(path, signature, tags)
@@ -136,7 +121,7 @@ def freeze_model(path, *, signature=None, tags=None, fetches=None, feeds=None):
     missing = [name for name in output_nodes if name not in known]
     if missing:
         raise GraphError(f"{path}: no node named {missing[0]!r} (an output)")
-    model.graph_def = tf.compat.v1.graph_util.extract_sub_graph(model.graph_def, output_nodes)
+    model.graph_def = extract_client_graph(model.graph_def, [t for _, t in model.outputs]).graph_def
     if not model.inputs:
         model.inputs = [(n.name, f"{n.name}:0") for n in model.graph_def.node
                         if n.op == "Placeholder"]
@@ -215,28 +200,72 @@ def _check_convertible(model):
                 "tf.compat.v1.enable_control_flow_v2() before building the graph)")
 
 
-def convert_to_om(model, out, config, *, soc_version=None, input_shape=None, report=None):
+def check_om_target(out, config, soc_version=None):
+    """What ``--to om`` needs, checked before any work: ``out`` ends in ``.om`` in an existing
+    folder, ``atc`` is found, the SoC is known. Returns ``(toolkit, atc, AtcOptions)``.
+
+    Raises:
+        NpuConfigError: a bad ``out``. CannNotAvailableError: no ``atc``. CannConfigError: no
+        SoC (``--soc-version``, ``soc_config`` or ``$SOC_VERSION``).
+    """
+    from npu_adapter.backends.cann.atc import atc_options_from_config, require_soc
+    from npu_adapter.backends.cann.toolkit import detect
+
+    if not out.endswith(".om"):
+        raise NpuConfigError("--out", out, "a file name ending in .om (with --to om)")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise NpuConfigError("--out", out, "a path in an existing directory")
+    toolkit = detect(config)
+    atc = toolkit.require_atc()
+    options = atc_options_from_config(config, soc_version=soc_version)
+    require_soc(options.soc_version)
+    given_by = "--soc-version" if soc_version else \
+        "soc_config" if getattr(config, "soc_config", "") else "SOC_VERSION"
+    check_soc_version(options.soc_version, given_by, toolkit.home)
+    return toolkit, atc, options
+
+
+def check_savedmodel_target(out, backend):
+    """What ``--to savedmodel`` needs, checked before any work: a plain-TensorFlow backend and
+    an ``out`` that does not exist yet, in an existing folder."""
+    if backend == "cann":
+        raise NpuConfigError("--backend", backend, "a backend whose rewrite is plain TensorFlow "
+                             "(e.g. cpu): the cann backend's graph calls into this process's "
+                             "runtime and cannot be served; use --to om for the Ascend model")
+    if os.path.exists(out):
+        raise NpuConfigError("--out", out, "a directory that does not exist yet (with --to "
+                             "savedmodel)")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise NpuConfigError("--out", out, "a path in an existing directory")
+
+
+def _work_directory(out, tag):
+    """A temporary folder beside ``out`` (the check that its folder is writable)."""
+    try:
+        return make_sibling_directory(out, tag)
+    except OSError as exc:
+        raise NpuConfigError("--out", out, "a path in a writable folder",
+                             detail=exc.strerror or str(exc)) from None
+
+
+def convert_to_om(model, out, config, *, soc_version=None, input_shape=None, report=None,
+                  work_dir=None):
     """Compile ``model`` (a :class:`FrozenModel`) with ATC into ``out``; returns the path.
+
+    ``work_dir``: an empty folder beside ``out`` for ATC's files (default: one made here); it
+    is removed either way.
 
     Raises:
         CannNotAvailableError: no ``atc``. AtcError: ATC failed. CannConfigError,
         NpuConfigError, GraphError: bad options, shapes or model.
     """
-    from npu_adapter.backends.cann.atc import atc_options_from_config, build_atc_command, run_atc
-    from npu_adapter.backends.cann.toolkit import detect
+    from npu_adapter.backends.cann.atc import build_atc_command, run_atc
     from npu_adapter.graph.serialize import to_bytes
 
-    if not out.endswith(".om"):
-        raise NpuConfigError("--out", out, "a file name ending in .om (with --to om)")
+    toolkit, atc, options = check_om_target(out, config, soc_version)
     _check_convertible(model)
-    options = atc_options_from_config(config, soc_version=soc_version)
     inputs, gears = _model_inputs(model, config, input_shape)
-    toolkit = detect(config)
-    atc = toolkit.require_atc()
-    folder = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(folder):
-        raise NpuConfigError("--out", out, "a path in an existing directory")
-    scratch = tempfile.mkdtemp(prefix=".npu_adapter_atc-", dir=folder)
+    scratch = work_dir or _work_directory(out, "atc")
     try:
         pb = os.path.join(scratch, "model.pb")
         with open(pb, "wb") as f:
@@ -251,7 +280,9 @@ def convert_to_om(model, out, config, *, soc_version=None, input_shape=None, rep
             report("running " + " ".join(command[1:]))
         run_atc(command, cwd=scratch, env=toolkit.environment(), om_path=stem + ".om",
                 what=f"model {os.path.basename(out)!r}")
-        os.replace(stem + ".om", out)
+        # Copied, not renamed: the .om gets the mode the umask gives, whatever ATC chose.
+        with OutputFile(out) as om:
+            om.copy_from(stem + ".om")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     dtypes = {n.name: n.attr["dtype"].type for n in model.graph_def.node if n.op == "Placeholder"}
@@ -274,35 +305,40 @@ def _dtype_name(enum):
 
 
 def _write_text(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    with OutputFile(path) as output:
+        output.write(text.encode("utf-8"))
 
 
-def convert_to_savedmodel(model, out, config, *, backend="cpu"):
+def _predict_signature(inputs, outputs):
+    """The ``tensorflow/serving/predict`` SignatureDef of ``{key: tf.Tensor}`` inputs and
+    outputs (what ``predict_signature_def`` builds, without its deprecated helpers)."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    signature = meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/predict")
+    for field, tensors in ((signature.inputs, inputs), (signature.outputs, outputs)):
+        for key, tensor in tensors.items():
+            info = field[key]
+            info.name = tensor.name
+            info.dtype = tensor.dtype.as_datatype_enum
+            info.tensor_shape.CopyFrom(tensor.shape.as_proto())
+    return signature
+
+
+def convert_to_savedmodel(model, out, config, *, backend="cpu", work_dir=None):
     """Rewrite ``model`` and write it as a SavedModel in ``out`` (which must not exist);
-    returns the :class:`~npu_adapter.pipeline.result.RewriteResult`."""
+    returns the :class:`~npu_adapter.pipeline.result.RewriteResult`. ``work_dir``: an empty
+    folder beside ``out`` to build it in (default: one made here); it is removed either way."""
     import tensorflow as tf
 
     from npu_adapter.api import rewrite
     from npu_adapter.session import plain_session_class
 
-    if backend == "cann":
-        raise NpuConfigError("--backend", backend, "a backend whose rewrite is plain TensorFlow "
-                             "(e.g. cpu): the cann backend's graph calls into this process's "
-                             "runtime and cannot be served; use --to om for the Ascend model")
-    if os.path.exists(out):
-        raise NpuConfigError("--out", out, "a directory that does not exist yet (with --to "
-                             "savedmodel)")
-    parent = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(parent):
-        raise NpuConfigError("--out", out, "a path in an existing directory")
+    check_savedmodel_target(out, backend)
     fetches = [t for _, t in model.outputs]
     feeds = [t for _, t in model.inputs]
     result = rewrite(model.graph_def, config, fetches=fetches, feeds=feeds, backend=backend)
     graph = tf.Graph()
-    staging = tempfile.mkdtemp(prefix=".npu_adapter_savedmodel-", dir=parent)
+    staging = work_dir or _work_directory(out, "staging")
     target = os.path.join(staging, "model")
     try:
         with graph.as_default(), plain_session_class()(graph=graph) as sess:
@@ -311,7 +347,7 @@ def convert_to_savedmodel(model, out, config, *, backend="cpu"):
                       for key, t in model.inputs}
             outputs = {key: graph.get_tensor_by_name(result.tensor_map.get(t, t))
                        for key, t in model.outputs}
-            signature = tf.compat.v1.saved_model.predict_signature_def(inputs, outputs)
+            signature = _predict_signature(inputs, outputs)
             builder = tf.compat.v1.saved_model.Builder(target)
             builder.add_meta_graph_and_variables(
                 sess, [tf.compat.v1.saved_model.tag_constants.SERVING],
@@ -330,17 +366,26 @@ def run_conversion_target(args):
         config = config_from_args(args)
     for warning in caught:
         sys.stderr.write(f"{PROG}: warning: {warning.message}\n")
-    tags = args.tags.split(",") if args.tags else None
-    model = freeze_model(args.model, signature=args.signature, tags=tags, fetches=args.fetch,
-                         feeds=args.feed)
-    if args.to == "om":
-        path = convert_to_om(model, args.out, config, soc_version=args.soc_version,
-                             input_shape=args.input_shape)
-        sys.stdout.write(f"{path}\n  signature {model.signature}: "
-                         f"{len(model.inputs)} input(s), {len(model.outputs)} output(s)\n")
-        return EXIT_OK
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"
-    result = convert_to_savedmodel(model, args.out, config, backend=backend)
+    if args.to == "om":  # atc, the SoC and --out before the model is read
+        check_om_target(args.out, config, args.soc_version)
+    else:
+        check_savedmodel_target(args.out, backend)
+    work_dir = _work_directory(args.out, "atc" if args.to == "om" else "staging")
+    try:
+        tags = args.tags.split(",") if args.tags else None
+        model = freeze_model(args.model, signature=args.signature, tags=tags,
+                             fetches=args.fetch, feeds=args.feed)
+        if args.to == "om":
+            path = convert_to_om(model, args.out, config, soc_version=args.soc_version,
+                                 input_shape=args.input_shape, work_dir=work_dir)
+            sys.stdout.write(f"{path}\n  signature {model.signature}: "
+                             f"{len(model.inputs)} input(s), {len(model.outputs)} output(s)\n")
+            return EXIT_OK
+        result = convert_to_savedmodel(model, args.out, config, backend=backend,
+                                       work_dir=work_dir)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
     sys.stdout.write(f"{args.out}\n  signature {model.signature}; {len(result.clusters)} "
                      "cluster(s): " + ", ".join(f"{c.name} ({c.size} nodes)"
                                                 for c in result.clusters) + "\n")

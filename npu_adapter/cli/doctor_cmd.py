@@ -11,6 +11,7 @@ import json
 import sys
 
 from npu_adapter.cli.common import EXIT_INVALID, EXIT_OK, common_parent, config_from_args
+from npu_adapter.cli.soc_versions import soc_problem
 
 __all__ = ["add_doctor_command", "collect_report"]
 
@@ -34,7 +35,7 @@ def _probe_device(toolkit, device_id):
     try:
         acl = import_acl(toolkit)
     except CannNotAvailableError as exc:
-        return False, str(exc)
+        return False, exc.reason  # str(exc) ends with "run `npu-adapter doctor`"
     ret = acl.init()
     if ret != 0:
         return False, f"acl.init returned {ret} {acl_error_name(ret)}"
@@ -77,6 +78,11 @@ def collect_report(config=None, *, probe_device=False, environ=None):
     for name, (value, source, hint) in items.items():
         report[name] = {"found": bool(value), "value": value, "source": source, "hint": hint,
                         "required": name in required}
+    problem = soc_problem(toolkit.soc, toolkit.home) if toolkit.soc else None
+    if problem:
+        report["soc"].update(found=False, invalid=True,
+                             hint=f"{toolkit.soc} ({toolkit.soc_source}) is not a SoC version "
+                                  f"CANN knows; {problem}")
     report["op list"] = _op_list_entry(toolkit)
     if probe_device:
         ok, text = _probe_device(toolkit, device)
@@ -102,7 +108,8 @@ def _print(report, out):
             out.write(f"  {name:<14} {entry['text']}\n")
             continue
         if entry["found"] is False:
-            label = "MISSING" if entry.get("required", True) else "not set"
+            label = "INVALID" if entry.get("invalid") else \
+                "MISSING" if entry.get("required", True) else "not set"
             out.write(f"  {name:<14} {label}: {entry['hint']}\n")
         else:
             source = f" ({entry['source']})" if entry["source"] else ""
@@ -110,8 +117,12 @@ def _print(report, out):
     if report["ready"]:
         out.write("  cann backend   ready\n")
     else:
-        out.write(f"  cann backend   NOT READY: missing {', '.join(report['missing'])}; install "
-                  "the CANN toolkit and source its set_env.sh\n")
+        invalid = [name for name in report["missing"] if report[name].get("invalid")]
+        missing = [name for name in report["missing"] if name not in invalid]
+        problems = "; ".join(f"{what} {', '.join(names)}" for what, names in
+                             (("missing", missing), ("invalid", invalid)) if names)
+        out.write(f"  cann backend   NOT READY: {problems}; install the CANN toolkit and source "
+                  "its set_env.sh\n")
 
 
 def _run_doctor(args):

@@ -9,7 +9,8 @@ import os
 import sys
 
 from npu_adapter.cli.common import EXIT_OK, common_parent
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.cli.outputs import OutputDirectory
+from npu_adapter.errors import UsageError, float_text
 
 __all__ = ["EXIT_DIVERGED", "add_dump_command"]
 
@@ -51,11 +52,41 @@ def _describe(entries):
     return list(groups.values())
 
 
-def _run_show(args):
+def _steps_text(entries):
+    steps = sorted({e.step for e in entries if e.step is not None})
+    return ", ".join(map(str, steps)) or "none (the files are not in iteration folders)"
+
+
+def _dump_entries(path):
+    """The dump files under ``path``; a one-line error when there is no such folder or no
+    dump in it."""
     from npu_adapter.datadump.reader import scan_dump_tree
 
-    entries = scan_dump_tree(args.dir)
+    if not os.path.exists(path):
+        raise UsageError(f"{path} does not exist")
+    if not os.path.isdir(path):
+        raise UsageError(f"{path} is a file: give the dump folder (dump_path, or a folder below "
+                         "it)")
+    entries = scan_dump_tree(path)
+    if not entries:
+        raise UsageError(f"{path} holds no dump files (enable_dump writes them under dump_path, "
+                         "as {time}/{device_id}/{model_name}/{model_id}/{iteration}/"
+                         "{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp})")
+    return entries
+
+
+def _check_steps(wanted, entries, where):
+    found = {e.step for e in entries}
+    missing = [step for step in wanted or () if step not in found]
+    if missing:
+        raise UsageError(f"--step {missing[0]}: {where} has no iteration {missing[0]}; "
+                         f"iterations found: {_steps_text(entries)}")
+
+
+def _run_show(args):
+    entries = _dump_entries(args.dir)
     if args.step is not None:
+        _check_steps(args.step, entries, args.dir)
         entries = [e for e in entries if e.step in set(args.step)]
     groups = _describe(entries)
     if args.json:
@@ -82,13 +113,38 @@ def _run_show(args):
     return EXIT_OK
 
 
+def _metric(value):
+    """A comparison figure as a person reads it (JSON holds no inf/nan: None stands for them)."""
+    return "inf/nan" if value is None else float_text(value)
+
+
 def _run_compare(args):
+    import contextlib
+
+    # --out is checked (its temporary sibling created) before the dumps are read.
+    output = OutputDirectory(args.out) if args.out else contextlib.nullcontext()
+    with output as work_dir:
+        diverged = _compare(args, work_dir)
+    if args.out:
+        sys.stdout.write(f"{os.path.join(args.out, 'comparison.json')}\n"
+                         f"{os.path.join(args.out, 'comparison.html')}\n")
+    return EXIT_DIVERGED if (args.check and diverged) else EXIT_OK
+
+
+def _compare(args, work_dir):
+    """Compare, print one line per iteration, write the files into ``work_dir`` (when given);
+    True when an op diverges."""
     from npu_adapter.datadump.compare import compare_dumps
     from npu_adapter.datadump.compare_html import render_comparison_html
     from npu_adapter.datadump.writer import write_atomic
 
-    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise NpuConfigError("--out", args.out, "a directory", detail="a file of that name exists")
+    golden, other = _dump_entries(args.golden), _dump_entries(args.other)
+    common = [e for e in golden if e.step in {o.step for o in other}]
+    if not common:
+        raise UsageError(f"{args.golden} and {args.other} have no iteration in common "
+                         f"(iterations found: {_steps_text(golden)} and {_steps_text(other)})")
+    _check_steps(args.step, golden, args.golden)
+    _check_steps(args.step, other, args.other)
     result = compare_dumps(args.golden, args.other, steps=args.step, min_cosine=args.min_cosine,
                            rtol=args.rtol, atol=args.atol)
     out = sys.stdout
@@ -97,19 +153,26 @@ def _run_compare(args):
     for note in result.notes:
         out.write(f"note: {note}\n")
     for step in summary["steps"]:
-        first = step["first_divergence"]
-        text = "no divergence" if first is None else (
-            f"first diverging op: {first['op_name']} ({first['op_type']}), "
-            f"cosine {first['worst_cosine']}, max rel error {first['worst_max_rel']}")
+        first, nonfinite = step["first_divergence"], step["first_nonfinite"]
         diverged = diverged or first is not None
         out.write(f"iteration {step['step']}: {step['ops_compared']} ops compared, "
-                  f"{step['ops_diverged']} diverged; {text}\n")
-    if args.out:
-        json_path = result.write_json(os.path.join(args.out, "comparison.json"))
-        html_path = write_atomic(os.path.join(args.out, "comparison.html"),
-                                 render_comparison_html(result))
-        out.write(f"{json_path}\n{html_path}\n")
-    return EXIT_DIVERGED if (args.check and diverged) else EXIT_OK
+                  f"{step['ops_diverged']} diverged"
+                  + ("" if first else "; no divergence") + "\n")
+        # The first inf/nan is named first: it is what turns a loss into nan.
+        lines = [("first op with inf/nan in its output", nonfinite),
+                 ("first diverging op", first)]
+        if nonfinite is not None and nonfinite["order"] == first["order"]:
+            lines = [("first diverging op, the first with inf/nan in its output", first)]
+        for label, op in lines:
+            if op is not None:
+                inputs = {True: "; its inputs agree", False: "; its inputs differ too",
+                          None: ""}[op["inputs_agree"]]
+                out.write(f"  {label}: {op['op_name']} ({op['op_type']}), "
+                          f"{op['figures']}{inputs}\n")
+    if work_dir is not None:
+        result.write_json(os.path.join(work_dir, "comparison.json"))
+        write_atomic(os.path.join(work_dir, "comparison.html"), render_comparison_html(result))
+    return diverged
 
 
 def add_dump_command(subparsers):

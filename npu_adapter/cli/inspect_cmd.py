@@ -6,27 +6,33 @@ import warnings
 from npu_adapter.cli.common import (
     EXIT_OK,
     PROG,
-    OutputDirectory,
+    ProgressPrinter,
     common_parent,
     config_from_args,
-    import_tensorflow_quietly,
-    progress_printer,
 )
+from npu_adapter.cli.outputs import OutputDirectory
 
 __all__ = ["add_inspect_command"]
 
 
 def _run_inspect(args):
-    import os
+    # Written into a temporary sibling, created now (so --out is checked before any work) and
+    # put in place only when complete: a run that fails half-way never leaves a tree in --out
+    # that looks like a finished one.
+    show = args.progress or (sys.stderr.isatty() and not args.quiet)
+    say = ProgressPrinter(show and not args.quiet, getattr(args, "started", None))
+    with OutputDirectory(args.out) as work_dir:
+        outcome = _inspect(args, work_dir, say)
+    say.done()
+    return _print_summary(args, outcome)
 
-    out_dir = args.out
-    output = OutputDirectory(out_dir)  # checks --out before any work
-    import_tensorflow_quietly(getattr(args, "verbose", False))
+
+def _inspect(args, work_dir, say):
+    if "tensorflow" not in sys.modules:
+        say("importing TensorFlow")
     from npu_adapter import model_io
     from npu_adapter.report import dump_graphs
 
-    show = args.progress or (sys.stderr.isatty() and not args.quiet)
-    say = progress_printer(show and not args.quiet)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config = config_from_args(args)
@@ -41,14 +47,25 @@ def _run_inspect(args):
     if fetches is None and feeds is None and args.target is None:
         fetches, feeds = model.fetches or None, model.feeds or None
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"
-    # Written into a temporary sibling and put in place only when complete: a run that fails
-    # half-way never leaves a tree in --out that looks like a finished one.
-    with output as work_dir:
-        outcome = dump_graphs(model, config, work_dir, fetches=fetches, feeds=feeds,
-                              targets=args.target, backend=backend, run_name=args.run_name,
-                              html=not args.no_html, dot=not args.no_drawings,
-                              tensorboard=not args.no_tensorboard, renderer=args.renderer,
-                              timings=args.timings, progress=say, model_name=model.name)
+    return dump_graphs(model, config, work_dir, fetches=fetches, feeds=feeds,
+                       targets=args.target, backend=backend, run_name=args.run_name,
+                       html=not args.no_html, dot=not args.no_drawings,
+                       tensorboard=not args.no_tensorboard, renderer=args.renderer,
+                       timings=args.timings, progress=lambda message: _stage(say, message),
+                       model_name=model.name)
+
+
+def _stage(say, message):
+    # dump_graphs ends with its own "done in", timed from its start (after TensorFlow's import
+    # and the model's load); the command's own total (ProgressPrinter.done) replaces it.
+    if not message.startswith("done in "):
+        say(message)
+
+
+def _print_summary(args, outcome):
+    import os
+
+    out_dir = args.out
     summary = outcome.report["summary"]
     out = sys.stdout
     main_file = "report.html" if not args.no_html else "placement.json"

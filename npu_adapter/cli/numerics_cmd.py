@@ -7,56 +7,54 @@ import sys
 import warnings
 
 from npu_adapter.cli.common import EXIT_OK, PROG, common_parent, config_from_args
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.cli.feeds import check_feeds, load_feeds
+from npu_adapter.cli.outputs import OutputDirectory
+from npu_adapter.errors import UsageError
 
-__all__ = ["add_numerics_command", "load_feeds"]
-
-
-def _load_array(flag, path):
-    import numpy as np
-
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise NpuConfigError(flag, path, "a readable .npy/.npz file (no pickles)",
-                             detail=str(exc)) from None
-
-
-def load_feeds(feed_args, feeds_file):
-    """``--feed NAME=FILE.npy`` entries and a ``--feeds FILE.npz`` → ``{tensor: array}``."""
-    feeds = {}
-    if feeds_file:
-        archive = _load_array("--feeds", feeds_file)
-        if not hasattr(archive, "files"):
-            raise NpuConfigError("--feeds", feeds_file, "a .npz archive keyed by tensor name")
-        for key in archive.files:
-            feeds[key if ":" in key else key + ":0"] = archive[key]
-    for item in feed_args or ():
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise NpuConfigError("--feed", item, "NAME=FILE.npy, e.g. input:0=batch.npy")
-        feeds[name if ":" in name else name + ":0"] = _load_array("--feed", path)
-    if not feeds:
-        raise NpuConfigError("--feed", None, "at least one --feed NAME=FILE.npy or --feeds "
-                             "FILE.npz (the inputs to run the model with)")
-    return feeds
+__all__ = ["add_numerics_command"]
 
 
 def _write(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    os.replace(tmp, path)
-    return path
 
 
 def _run_numerics(args):
-    from npu_adapter import model_io
-    from npu_adapter.precision.numerics import find_numeric_issues
-    from npu_adapter.precision.numerics_html import render_numerics_html
+    # --out is checked (its temporary sibling created) before any work; numerics.json and
+    # numerics.html appear in it together, when both are written.
+    with OutputDirectory(args.out) as work_dir:
+        report, data = _numerics(args)
+        _write(os.path.join(work_dir, "numerics.json"),
+               json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        from npu_adapter.precision.numerics_html import render_numerics_html
 
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise NpuConfigError("--out", args.out, "a directory", detail="a file of that name exists")
+        _write(os.path.join(work_dir, "numerics.html"), render_numerics_html(data))
+    page = os.path.join(args.out, "numerics.html")
+    out = sys.stdout
+    summary = data["summary"]
+    out.write(f"{page}\n  {summary['tensors']} tensors compared under {data['setting']}: "
+              f"{summary['issues']} issue(s), {len(summary['first_issues'])} first\n")
+    for issue in report.first_issues:
+        c = issue.comparison
+        out.write(f"  first {c.status}: {c.tensor} ({c.op}, computes in {c.dtype}: {c.reason}): "
+                  f"{c.summary()}\n")
+        if issue.fix.get("text"):
+            out.write(f"    fix: {issue.fix['text']}\n")
+    if not report.consistent:
+        out.write(f"  warning: {report.consistency_note}\n")
+    return EXIT_OK
+
+
+def _sinks(graph_def):
+    """The first output of every node nothing consumes (what a frozen model computes)."""
+    consumed = {i.lstrip("^").split(":")[0] for n in graph_def.node for i in n.input}
+    return [f"{n.name}:0" for n in graph_def.node
+            if n.name not in consumed and n.op not in ("NoOp", "Placeholder", "Assert", "Const")]
+
+
+def _numerics(args):
+    from npu_adapter import model_io
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         config = config_from_args(args)
@@ -67,30 +65,20 @@ def _run_numerics(args):
                                 tags=args.tags.split(",") if args.tags else None)
     fetches = args.fetch or model.fetches or None
     if not fetches:
-        raise NpuConfigError("--fetch", None, "the tensors to compute (the model has no "
-                             "signature naming its outputs)")
+        sinks = _sinks(model.graph_def)
+        example = f", e.g. --fetch {' '.join(sinks[:3])}" if sinks else ""
+        raise UsageError(f"--fetch is needed: the model has no signature naming its outputs; "
+                         f"name the tensors to compute{example}")
+    check_feeds(model.graph_def, list(fetches), feeds)
+    feeds = {feed.tensor: feed.array for feed in feeds}
+    from npu_adapter.precision.numerics import find_numeric_issues
+
     backend = args.backend or config.get("npu_adapter_backend") or "cpu"
     report = find_numeric_issues(model.graph_def, config, feeds=feeds, fetches=list(fetches),
                                  max_relative_error=args.max_relative_error,
                                  min_cosine=args.min_cosine, backend=backend,
                                  model_name=model.name)
-    data = report.to_json()
-    os.makedirs(args.out, exist_ok=True)
-    _write(os.path.join(args.out, "numerics.json"),
-           json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    page = _write(os.path.join(args.out, "numerics.html"), render_numerics_html(data))
-    out = sys.stdout
-    summary = data["summary"]
-    out.write(f"{page}\n  {summary['tensors']} tensors compared under {data['setting']}: "
-              f"{summary['issues']} issue(s), {len(summary['first_issues'])} first\n")
-    for issue in report.first_issues:
-        c = issue.comparison
-        out.write(f"  first {c.status}: {c.tensor} ({c.op}, computes in {c.dtype}: {c.reason})\n")
-        if issue.fix.get("text"):
-            out.write(f"    fix: {issue.fix['text']}\n")
-    if not report.consistent:
-        out.write(f"  warning: {report.consistency_note}\n")
-    return EXIT_OK
+    return report, report.to_json()
 
 
 def add_numerics_command(subparsers):

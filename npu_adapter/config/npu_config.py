@@ -18,12 +18,14 @@ from npu_adapter.config.options import (
     OPTION_SPECS,
     OPTIONS_BY_NAME,
     OUR_PREFIX,
+    STRICT_OPTIONS_ENV,
     suggest_option,
+    unknown_option_hint,
 )
 from npu_adapter.config.parsers import check_int64, check_text
 from npu_adapter.config.rules import apply_rules
 from npu_adapter.config.warnings import warn_once
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, UnknownOptionError, user_text
 
 __all__ = ["NPU_OPTIMIZER_NAME", "NpuConfig"]
 
@@ -164,12 +166,37 @@ def _node_attr_string(spec, value):
     return str(value)
 
 
-def _warn_unknown(key):
-    match = suggest_option(key)
-    hint = f"; did you mean {match!r}?" if match else ""
+_STRICT_OPTION = OUR_PREFIX + "strict_options"
+_ENV_TRUE = ("1", "true", "yes", "on")
+_ENV_FALSE = ("", "0", "false", "no", "off")
+
+
+def _strict_source(explicit, environ=None):
+    """What makes unknown keys errors: ``npu_adapter_strict_options=true`` among the options,
+    else ``NPU_ADAPTER_STRICT_OPTIONS=1`` in the environment; None when neither does."""
+    import os
+
+    if _STRICT_OPTION in explicit:
+        strict = OPTIONS_BY_NAME[_STRICT_OPTION].validate(explicit[_STRICT_OPTION])
+        return f"{_STRICT_OPTION}=true" if strict else None
+    text = (os.environ if environ is None else environ).get(STRICT_OPTIONS_ENV, "")
+    if text.strip().lower() in _ENV_TRUE:
+        return f"{STRICT_OPTIONS_ENV}={text.strip()}"
+    if text.strip().lower() not in _ENV_FALSE:
+        raise NpuConfigError(STRICT_OPTIONS_ENV, text, "1 (unknown option keys are errors) or 0")
+    return None
+
+
+def _unknown(key, value, strict_source):
+    """Warn about an unknown option key, naming its near miss as the command line does; with
+    strict options, raise :class:`UnknownOptionError` instead."""
+    hint = unknown_option_hint(key)
+    if strict_source:
+        raise UnknownOptionError(key, value, hint, detail=f"an error because {strict_source}")
     where = "npu-adapter" if key.startswith(OUR_PREFIX) else "the NpuOptimizer"
     warn_once(("unknown", key),
-              f"unknown option {key!r} is not an option of {where} and is ignored{hint}")
+              f"unknown option {key!r} ({hint}) is not an option of {where} and is ignored; "
+              f"{_STRICT_OPTION}=true or {STRICT_OPTIONS_ENV}=1 make it an error")
 
 
 def _warn_deprecated(spec):
@@ -181,7 +208,7 @@ def _warn_ignored_kind(spec, got):
     warn_once(("ignored-kind", spec.name),
               f"option {spec.name!r} is read only from the {KIND_FIELDS[spec.kind]} field "
               f"({spec.type_name}); the given {got} value is ignored and the default "
-              f"{spec.default!r} is used, as in the original")
+              f"{user_text(spec.default)} is used, as in the original")
 
 
 class NpuConfig:
@@ -208,9 +235,10 @@ class NpuConfig:
 
     def _init(self, present, explicit, passthrough):
         setattr_ = object.__setattr__
-        for key in sorted(passthrough):
-            if key not in OPTIONS_BY_NAME:
-                _warn_unknown(key)
+        unknown = [key for key in sorted(passthrough) if key not in OPTIONS_BY_NAME]
+        strict_source = _strict_source(explicit) if unknown else None
+        for key in unknown:
+            _unknown(key, passthrough[key], strict_source)
         for key in sorted(explicit):
             spec = OPTIONS_BY_NAME[key]
             if spec.deprecated:
@@ -244,7 +272,7 @@ class NpuConfig:
         explicit, passthrough = {}, {}
         for key, value in options.items():
             if not isinstance(key, str):
-                raise NpuConfigError(repr(key), value, "option names are strings")
+                raise NpuConfigError(user_text(key), value, "option names are strings")
             check_text("option name", key)
             if value is None:
                 continue  # NPURunConfig style: None means "not given"

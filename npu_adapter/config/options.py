@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from npu_adapter.config import files, parsers
 from npu_adapter.config.warnings import NpuAdapterWarning, user_stacklevel
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, user_text
 
 __all__ = [
     "CATEGORIES",
@@ -30,10 +30,14 @@ __all__ = [
     "OUR_PREFIX",
     "PROFILING_DEFAULT_OPTIONS",
     "OptionSpec",
+    "STRICT_OPTIONS_ENV",
     "suggest_option",
+    "unknown_option_hint",
 ]
 
 OUR_PREFIX = "npu_adapter_"
+STRICT_OPTIONS_ENV = "NPU_ADAPTER_STRICT_OPTIONS"
+"""Environment variable: 1 makes unknown option keys errors in every session of the process."""
 
 KIND_NAMES = {"b": "bool", "i": "int", "s": "str", "f": "float"}
 """Option kind → Python type name."""
@@ -64,7 +68,9 @@ class OptionSpec:
     never applied to defaults. ``strict_kind=False`` marks the options the original reads only
     when the AttrValue has the expected field (a value of another kind is ignored, with a
     warning, instead of raising). ``stamped`` says whether :meth:`NpuConfig.to_node_attrs`
-    includes the option; ``attr_name`` is the node attribute it is stamped as.
+    includes the option; ``attr_name`` is the node attribute it is stamped as. ``max_bytes``
+    bounds a text option's value (UTF-8 bytes; :data:`~npu_adapter.config.parsers.MAX_TEXT_BYTES`,
+    :data:`~npu_adapter.config.parsers.MAX_PATH_BYTES` for paths).
     """
 
     name: str
@@ -83,6 +89,7 @@ class OptionSpec:
     attr_name: str = ""
     validator: Optional[Callable[[str, Any], Any]] = None
     choices: Optional[Tuple[Any, ...]] = None
+    max_bytes: Optional[int] = None
 
     @property
     def type_name(self):
@@ -96,6 +103,8 @@ class OptionSpec:
 
     def validate(self, value):
         """Check an explicitly set value (already of the right Python type); return it."""
+        if self.max_bytes is not None:
+            parsers.check_text_size(self.name, value, self.max_bytes)
         if self.choices is not None and value not in self.choices:
             raise NpuConfigError(self.name, value, self.allowed)
         if self.validator is not None:
@@ -170,15 +179,6 @@ def _check_input_fusion_size(name, value):
     return clamped
 
 
-def _check_profiling_options(name, value):
-    if value:
-        # Imported here: the profiling package is not needed to read options.
-        from npu_adapter.profiling.options import parse_profiling_options
-
-        parse_profiling_options(value)
-    return value
-
-
 def _check_backend(name, value):
     if not value.strip():
         raise NpuConfigError(name, value, "a backend name such as 'cpu', 'xla' or 'cann'")
@@ -194,7 +194,7 @@ def _parses(parser):
 
 
 def _choice_text(values):
-    return "one of " + ", ".join(repr(v) for v in values)
+    return "one of " + ", ".join(user_text(v) for v in values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,6 +205,8 @@ def _opt(name, kind, default, category, doc, choices=None, allowed=None, **kwarg
     if choices is not None:
         choices = tuple(choices)
         allowed = allowed or _choice_text(choices)
+    if kind == "s":
+        kwargs.setdefault("max_bytes", parsers.MAX_TEXT_BYTES)
     return OptionSpec(name=name, kind=kind, default=default, category=category, doc=doc,
                       choices=choices, allowed=allowed or _ANY[kind], **kwargs)
 
@@ -226,7 +228,7 @@ _SPECS = [
     _opt("use_off_line", "b", True, _P, "false: the partition and data-preprocessing passes skip"),
     _opt("mix_compile_mode", "b", False, _P,
          "mixed computing: unsupported ops stay on the host, several GeOps per graph",
-         allowed="bool; True requires iterations_per_loop == 1", severity="E"),
+         allowed="true or false; true requires iterations_per_loop=1", severity="E"),
     _opt("iterations_per_loop", "i", 1, _P, "device-side loop count per session.run",
          allowed="an integer >= 1", severity="F", validator=_at_least(1)),
     # Read by the original like any other option (CANN's guide lists it among the options to be
@@ -410,10 +412,12 @@ _SPECS = [
     _opt("op_compiler_cache_mode", "s", "", _G, "operator compile cache mode"),
     _opt("op_compiler_cache_dir", "s", "", _G, "operator compile cache directory"),
     _opt("profiling_mode", "b", False, _G, "profiling; empty profiling_options get a default"),
+    # Checked with profiling_mode (config.rules.check_profiling_options): an option of a
+    # feature that is off never stops a script.
     _opt("profiling_options", "s", "", _G, "profiling options (JSON)",
          allowed="a JSON object of profiling options, e.g. "
                  "'{\"output\":\"/tmp/profiling\",\"training_trace\":\"on\"}'",
-         severity="E", validator=_check_profiling_options),
+         severity="E"),
     _opt("aoe_mode", "s", None, _G, "AOE tuning mode; falls back to env AOE_MODE",
          choices=("", "1", "2", "4"), allowed="'1', '2' or '4'", severity="E"),
     _opt("work_path", "s", "./", _G, "AOE working directory (checked when AOE is on)",
@@ -456,11 +460,6 @@ _SPECS = [
          "keep a closed session's TensorFlow session for the next session on the same graph "
          "and options when what it ran keeps no state between runs (false: close it, freeing "
          "its memory, as TensorFlow does)", ours=True, stamped=False),
-    _opt(OUR_PREFIX + "run_on_user_graph", "b", True, "npu_adapter",
-         "CPU reference: a signature whose installed form is the user's own nodes (clusters "
-         "inlined, nothing else changed) and keeps no state runs on a TensorFlow session of the "
-         "user's graph instead of importing them into the session's private graph (false: "
-         "always the private graph)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "isolate_clusters", "b", False, "npu_adapter",
          "CPU reference: never inline cluster functions (keeps the device boundary at run time; "
          "numbers may then differ from plain TF by rounding)", ours=True, stamped=False),
@@ -472,6 +471,9 @@ _SPECS = [
          "size bound of the graph_compiler_cache_dir entries of a backend, in MiB (least "
          "recently used entries are removed); 0 = unbounded",
          allowed="an integer >= 0", validator=_at_least(0), ours=True, stamped=False),
+    _opt(OUR_PREFIX + "strict_options", "b", False, "npu_adapter",
+         "true: an unknown option key is an error (NpuConfigError) instead of a warning, as on "
+         "the command line (also env NPU_ADAPTER_STRICT_OPTIONS=1)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "backend", "s", "cpu", "npu_adapter",
          "backend that runs the clusters (cpu, xla, cann or a registered one)",
          allowed="a registered backend name", validator=_check_backend,
@@ -479,14 +481,15 @@ _SPECS = [
 ]
 
 def _with_path_check(spec):
-    """``spec`` whose validator also rejects a NUL character in the path."""
+    """``spec`` whose validator also rejects a NUL character in the path, and whose value is
+    at most a path long."""
     inner = spec.validator
 
     def check(name, value):
         files.check_path_text(name, value)
         return inner(name, value) if inner is not None else value
 
-    return replace(spec, validator=check)
+    return replace(spec, validator=check, max_bytes=parsers.MAX_PATH_BYTES)
 
 
 _SPECS = [_with_path_check(spec) if spec.name in files.PATH_OPTIONS else spec for spec in _SPECS]
@@ -497,6 +500,13 @@ OPTION_SPECS = tuple(sorted(_SPECS, key=lambda spec: spec.name))
 OPTIONS_BY_NAME = {spec.name: spec for spec in OPTION_SPECS}
 """Option name → :class:`OptionSpec`."""
 
+
+
+def unknown_option_hint(name):
+    """What to say about an unknown option ``name``, the same in a warning and in an error:
+    ``did you mean 'mix_compile_mode'?``, else where the list is."""
+    match = suggest_option(name)
+    return f"did you mean {match!r}?" if match else "see `npu-adapter options` for the list"
 
 
 def suggest_option(name):

@@ -19,12 +19,15 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "MAX_DUMP_STEP_SETS",
+    "MAX_PATH_BYTES",
+    "MAX_TEXT_BYTES",
     "MAX_GEARS",
     "MIN_GEARS",
     "AccelerateTrainMode",
     "DimsTrio",
     "check_int64",
     "check_text",
+    "check_text_size",
     "parse_accelerate_train_mode",
     "parse_dump_step",
     "parse_dynamic_dims",
@@ -43,6 +46,12 @@ INT64_MIN = -(2**63)
 MIN_GEARS = 2
 MAX_GEARS = 100
 MAX_DUMP_STEP_SETS = 100
+MAX_TEXT_BYTES = 64 * 1024
+"""The longest value a text option takes, in UTF-8 bytes. Option values are copied into every
+rewritten graph (node attributes), its cache keys and reports; 64 KiB holds a list of about a
+thousand op or node names, far beyond what the options are for."""
+MAX_PATH_BYTES = 4096
+"""The longest value a path option takes, in UTF-8 bytes (``PATH_MAX`` of Linux)."""
 
 # TF node names (tensorflow/core/framework/node_def_util.cc); input names in `input_shape` may also
 # start with "_" because the original's regex is `\w+`.
@@ -70,6 +79,16 @@ def check_text(option, text):
             option, text, "text that is valid UTF-8",
             detail=f"{exc.object[exc.start]!r} at offset {exc.start} stands for bytes that are "
                    "not UTF-8, e.g. in a command-line argument or a file name") from None
+    return text
+
+
+def check_text_size(option, text, limit):
+    """``text`` unless its UTF-8 encoding is longer than ``limit`` bytes; the error names the
+    option, the size and the limit (and quotes only the start of the value)."""
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise NpuConfigError(option, text, f"text of at most {limit} bytes",
+                             detail=f"the value is {size} bytes long")
     return text
 
 
@@ -244,7 +263,8 @@ def validate_dims_trio(input_shape, dynamic_dims, dynamic_node_type):
             raise NpuConfigError(
                 "input_shape", name,
                 "input_shape order must follow the alphabetical order of the real input names",
-                detail=f"{name!r} comes after {previous!r}; expected order {sorted(names)}")
+                detail=f"{name!r} comes after {previous!r}; expected order "
+                       f"{', '.join(sorted(names))}")
     dynamic_count = sum(dim == -1 for _, dims in inputs for dim in dims)
     if dynamic_count == 0:
         raise NpuConfigError("input_shape", _text("input_shape", input_shape),

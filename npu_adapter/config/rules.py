@@ -14,6 +14,7 @@ import os
 
 from npu_adapter.config import parsers
 from npu_adapter.config.options import OPTIONS_BY_NAME, PROFILING_DEFAULT_OPTIONS
+from npu_adapter.config.warnings import warn_once
 from npu_adapter.errors import NpuConfigError
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "check_option_files",
     "check_optypelist_needs_implmode",
     "check_precision_modes",
+    "check_profiling_options",
     "check_variable_placement_host",
     "default_profiling_options",
     "emulate_precision_from_environment",
@@ -150,7 +152,7 @@ def check_compile_dynamic_mode(view):
     """
     if view.value("compile_dynamic_mode") and all(view.is_set(n) for n in DIMS_TRIO):
         raise _error(("compile_dynamic_mode", "input_shape", "dynamic_dims"), view,
-                     "compile_dynamic_mode cannot be True together with the dynamic dims "
+                     "compile_dynamic_mode cannot be true together with the dynamic dims "
                      "(input_shape/dynamic_dims/dynamic_node_type)")
 
 
@@ -166,7 +168,7 @@ def check_in_out_pair_needs_mix(view):
     docs/options.md)."""
     if view.value("in_out_pair") and not view.value("mix_compile_mode"):
         raise _error(("in_out_pair", "mix_compile_mode"), view,
-                     "mix_compile_mode must be True when use in_out_pair.")
+                     "mix_compile_mode must be true when use in_out_pair.")
 
 
 def check_mix_single_iteration(view):
@@ -175,7 +177,7 @@ def check_mix_single_iteration(view):
     """
     if view.value("mix_compile_mode") and view.value("iterations_per_loop") != 1:
         raise _error(("mix_compile_mode", "iterations_per_loop"), view,
-                     "iterations_per_loop must be 1 when mix_compile_mode is True")
+                     "iterations_per_loop must be 1 when mix_compile_mode is true")
 
 
 def check_lazy_recompile_iterations(view):
@@ -197,7 +199,7 @@ def check_variable_placement_host(view):
     """
     if view.value("variable_placement") == "Host" and not view.value("mix_compile_mode"):
         raise _error(("variable_placement", "mix_compile_mode"), view,
-                     "variable_placement 'Host' requires mix_compile_mode True")
+                     "variable_placement 'Host' requires mix_compile_mode=true")
 
 
 def _readable_writable_dir(option, path, detail=None):
@@ -232,7 +234,7 @@ def check_dump_exclusive(view):
     if view.value("enable_dump") and view.value("enable_dump_debug"):
         raise _error(("enable_dump", "enable_dump_debug"), view,
                      "at most one of enable_dump (data dump) and enable_dump_debug (overflow "
-                     "detection) can be True")
+                     "detection) can be true")
 
 
 def check_compress_weight(view):
@@ -283,13 +285,43 @@ def check_option_files(view):
     to GE, which fails at the first compilation; we check them when the options are read, after
     the rules about which options go together, so a combination error is reported first.
     """
-    from npu_adapter.precision.customize import load_customize_dtypes
-    from npu_adapter.precision.mixlist import load_mixlist
-
+    # Imported only when a file is named: npu_adapter.precision imports TensorFlow, which
+    # reading other options (npu-adapter options --check, doctor) does not need.
     if view.value("modify_mixlist"):
+        from npu_adapter.precision.mixlist import load_mixlist
+
         load_mixlist(view.value("modify_mixlist"))
     if view.value("customize_dtypes"):
+        from npu_adapter.precision.customize import load_customize_dtypes
+
         load_customize_dtypes(view.value("customize_dtypes"))
+
+
+def check_profiling_options(view):
+    """``profiling_options`` in the older plain-string form (``"task_trace"``) becomes its JSON
+    form, with a deprecation warning (docs/profiling.md). The options are checked when
+    ``profiling_mode`` is on (an error names the key and what is allowed); while it is off they
+    are not used, so a value that is not valid is warned about and never stops the script.
+    """
+    text = view.value("profiling_options")
+    if not text:
+        return None
+    # Imported here: the profiling package is not needed to read the other options.
+    from npu_adapter.profiling.options import (
+        normalize_profiling_options,
+        parse_profiling_options,
+    )
+
+    normalized = normalize_profiling_options(text)
+    if view.value("profiling_mode"):
+        parse_profiling_options(normalized)
+    else:
+        try:
+            parse_profiling_options(normalized)
+        except NpuConfigError as exc:
+            warn_once(("profiling-options-unused", text),
+                      f"{exc} (profiling_mode is off, so profiling_options is not used)")
+    return {"profiling_options": normalized} if normalized != text else None
 
 
 def default_profiling_options(view):
@@ -334,6 +366,7 @@ RULES = (
     check_dump_path,
     check_aoe_mode,
     check_option_files,
+    check_profiling_options,
     default_profiling_options,
     emulate_precision_from_environment,
 )

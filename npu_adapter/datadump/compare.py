@@ -5,20 +5,33 @@ and here) within each iteration (``data_index``) both dumps hold. For every inpu
 a matched op both dumps hold, the values (in their logical layout, see
 :func:`~npu_adapter.datadump.reader.to_logical`) are compared in float64:
 
-* cosine similarity (1.0 when both are all zeros);
-* max absolute error, mean absolute error;
-* max relative error ``|other - golden| / |golden|`` over the elements where golden is not 0;
-* positions where exactly one side is nan or where the infinities differ.
+* the inf/nan values of each side, and the positions where they differ (one side nan, or
+  infinities that differ, or an inf/nan against a finite value);
+* over the positions finite on both sides: cosine similarity (1.0 when both are all zeros),
+  max absolute error, mean absolute error, max relative error ``|other - golden| / |golden|``
+  over the elements where golden is not 0. When the inf/nan values differ these figures are left
+  out (None): an overflow has no finite error, and the finite rest would read as a match.
 
-A tensor diverges when its cosine similarity is below ``min_cosine``, when its max absolute
-error exceeds ``atol + rtol * max |golden|``, when the non-finite values differ, or when the
-shapes differ. Ops are ordered topologically: models by their first dump in the iteration, ops
-within a model by task id (the position in the model's execution order); the first diverging
-op of each iteration is reported.
+A tensor *diverges* when its inf/nan values differ (status ``nonfinite``), when the shapes differ
+(``shape mismatch``), or when its max absolute error exceeds ``atol + rtol * max |golden|`` or
+its cosine similarity is below ``min_cosine`` (``diverged``). Errors no larger than ``atol`` are a
+match whatever the cosine says: the cosine of values near zero (1e-11 against 0 under float16) is
+noise. ``error_ratio`` says how close a tensor is to diverging: the larger of
+``max_abs / (atol + rtol * max |golden|)`` and, when ``max_abs`` exceeds ``atol``,
+``(1 - cosine) / (1 - min_cosine)``; 1 is the threshold.
+
+An op diverges when one of its *outputs* diverges (an op dumped without outputs: when one of its
+inputs does): an input that differs was made by the op upstream, which is the one to look at.
+Ops are ordered topologically: models by their last dump in the iteration (when the model's result
+was ready: ops that need no input, such as the reads of weights, may run long before the model's
+turn), ops within a model by task id (the position in the model's execution order). Per iteration
+the report names the first op whose output gains inf/nan (the usual cause of a loss that turns nan;
+named first) and the first diverging op, with the figures of that op's output.
 """
 
 import dataclasses
 import json
+import math
 import os
 
 import numpy as np
@@ -32,12 +45,16 @@ from npu_adapter.datadump.reader import (
 from npu_adapter.progress import ProgressLog
 
 __all__ = ["ComparisonResult", "OpComparison", "TensorComparison", "compare_dumps",
-           "compare_arrays"]
+           "compare_arrays", "op_status"]
+
+
+# Op status when several of its tensors diverge: the most telling first.
+_STATUS_ORDER = ("nonfinite", "shape mismatch", "diverged", "unreadable")
 
 
 @dataclasses.dataclass
 class TensorComparison:
-    """The comparison of one input or output of one op."""
+    """The comparison of one input or output of one op (see the module docstring)."""
 
     direction: str
     index: int
@@ -51,7 +68,30 @@ class TensorComparison:
     mean_abs: object = None
     max_rel: object = None
     nonfinite_mismatch: int = 0
+    golden_nonfinite: int = 0
+    other_nonfinite: int = 0
+    elements: int = 0
+    error_ratio: object = None
     note: str = ""
+
+    @property
+    def label(self):
+        """``"output 0"``, ``"input 1"``."""
+        return f"{self.direction} {self.index}"
+
+    def summary(self):
+        """One line of figures, e.g. ``output 0: 8 of 8 values inf/nan (golden 0)`` or
+        ``output 0: cosine 0.999987, max abs error 0.0312, max rel error 0.0041``."""
+        if self.status == "nonfinite":
+            return (f"{self.label}: {self.other_nonfinite} of {self.elements} values inf/nan "
+                    f"(golden {self.golden_nonfinite}), {self.nonfinite_mismatch} differ")
+        if self.status in ("shape mismatch", "unreadable"):
+            shapes = (f" (golden {_shape_text(self.golden_shape)}, other "
+                      f"{_shape_text(self.other_shape)})" if self.status == "shape mismatch"
+                      else f" ({self.note})")
+            return f"{self.label}: {self.status}{shapes}"
+        return (f"{self.label}: cosine {_num(self.cosine)}, max abs error {_num(self.max_abs)}, "
+                f"max rel error {_num(self.max_rel)}")
 
     def to_json(self):
         """A JSON-ready dict."""
@@ -59,6 +99,15 @@ class TensorComparison:
         data["golden_shape"] = list(self.golden_shape)
         data["other_shape"] = list(self.other_shape)
         return data
+
+
+def _num(value):
+    """A figure with 6 significant digits (``-`` when there is none)."""
+    return "-" if value is None else f"{value:.6g}"
+
+
+def _shape_text(shape):
+    return "x".join(str(d) for d in shape) or "scalar"
 
 
 @dataclasses.dataclass
@@ -76,22 +125,63 @@ class OpComparison:
     status: str = "ok"
 
     @property
+    def judged(self):
+        """The tensors that decide the op's status: its outputs (its inputs when the dump
+        holds no output)."""
+        outputs = [t for t in self.tensors if t.direction == "output"]
+        return outputs or list(self.tensors)
+
+    @property
+    def worst_tensor(self):
+        """The judged tensor that diverges most (a non-finite one first), or None."""
+        judged = self.judged
+        bad = [t for t in judged if t.status != "ok"]
+        if bad:
+            return min(bad, key=lambda t: (_STATUS_ORDER.index(t.status)
+                                           if t.status in _STATUS_ORDER else 9,
+                                           -(t.error_ratio or 0.0)))
+        scored = [t for t in judged if t.error_ratio is not None]
+        return max(scored, key=lambda t: t.error_ratio) if scored else None
+
+    @property
     def worst_cosine(self):
-        """The smallest cosine similarity of its tensors (None when none was computed)."""
-        values = [t.cosine for t in self.tensors if t.cosine is not None]
+        """The smallest cosine similarity of its judged tensors (None when none was computed)."""
+        values = [t.cosine for t in self.judged if t.cosine is not None]
         return min(values) if values else None
 
     @property
     def worst_rel(self):
-        """The largest max relative error of its tensors."""
-        values = [t.max_rel for t in self.tensors if t.max_rel is not None]
+        """The largest max relative error of its judged tensors."""
+        values = [t.max_rel for t in self.judged if t.max_rel is not None]
         return max(values) if values else None
 
     @property
     def worst_abs(self):
-        """The largest max absolute error of its tensors."""
-        values = [t.max_abs for t in self.tensors if t.max_abs is not None]
+        """The largest max absolute error of its judged tensors."""
+        values = [t.max_abs for t in self.judged if t.max_abs is not None]
         return max(values) if values else None
+
+    @property
+    def error_ratio(self):
+        """The largest ``error_ratio`` of its judged tensors (None when one is non-finite or
+        none was computed)."""
+        judged = self.judged
+        if any(t.status == "nonfinite" for t in judged):
+            return None
+        values = [t.error_ratio for t in judged if t.error_ratio is not None]
+        return max(values) if values else None
+
+    @property
+    def output_nonfinite(self):
+        """inf/nan values its outputs have in the other dump where the golden one has none."""
+        return sum(t.nonfinite_mismatch for t in self.tensors if t.direction == "output")
+
+    @property
+    def inputs_agree(self):
+        """True when every compared input is within the thresholds (the op itself made the
+        difference), False when one is not, None when no input was compared."""
+        inputs = [t for t in self.tensors if t.direction == "input"]
+        return all(t.status == "ok" for t in inputs) if inputs else None
 
     def to_json(self):
         """A JSON-ready dict."""
@@ -121,19 +211,27 @@ class ComparisonResult:
                 return op
         return None
 
+    def first_nonfinite(self, step):
+        """The first :class:`OpComparison` of iteration ``step`` whose output has inf/nan
+        values the golden dump does not have, or None."""
+        for op in self.ops:
+            if op.step == step and op.output_nonfinite:
+                return op
+        return None
+
     def to_json(self):
         """A JSON-ready dict (what ``npu-adapter dump compare`` writes)."""
         steps = []
         for step in self.steps:
             first = self.first_divergence(step)
+            nonfinite = self.first_nonfinite(step)
             ops = [op for op in self.ops if op.step == step]
             steps.append({
                 "step": step, "ops_compared": len(ops),
                 "ops_diverged": sum(op.status != "ok" for op in ops),
-                "first_divergence": None if first is None else {
-                    "op_name": first.op_name, "op_type": first.op_type, "order": first.order,
-                    "model": first.model, "worst_cosine": first.worst_cosine,
-                    "worst_max_rel": first.worst_rel, "worst_max_abs": first.worst_abs},
+                "ops_with_new_nonfinite": sum(bool(op.output_nonfinite) for op in ops),
+                "first_nonfinite": None if nonfinite is None else _op_summary(nonfinite),
+                "first_divergence": None if first is None else _op_summary(first),
                 "only_in_golden": self.only_in_golden.get(step, []),
                 "only_in_other": self.only_in_other.get(step, []),
             })
@@ -149,6 +247,24 @@ class ComparisonResult:
         return write_atomic(path, text)
 
 
+def _op_summary(op):
+    """The figures of an op's most diverging judged tensor (its output), for the summary."""
+    worst = op.worst_tensor
+    return {"op_name": op.op_name, "op_type": op.op_type, "order": op.order,
+            "model": op.model, "status": op.status,
+            "tensor": worst.label if worst else None,
+            "figures": worst.summary() if worst else op.status,
+            "cosine": worst.cosine if worst else None,
+            "max_abs": worst.max_abs if worst else None,
+            "max_rel": worst.max_rel if worst else None,
+            "golden_nonfinite": worst.golden_nonfinite if worst else 0,
+            "other_nonfinite": worst.other_nonfinite if worst else 0,
+            "elements": worst.elements if worst else 0,
+            "inputs_agree": op.inputs_agree,
+            "worst_cosine": op.worst_cosine, "worst_max_rel": op.worst_rel,
+            "worst_max_abs": op.worst_abs}
+
+
 def _json_default(value):
     if isinstance(value, np.generic):
         return value.item()
@@ -156,19 +272,31 @@ def _json_default(value):
 
 
 def _finite_float(value):
-    """``value`` as a float, or None when it is not finite (JSON has no nan or inf)."""
+    """``value`` as a float, or None when it is None or not finite (JSON has no nan or inf)."""
+    if value is None:
+        return None
     value = float(value)
     return value if np.isfinite(value) else None
 
 
 def compare_arrays(golden, other, *, min_cosine=0.99, rtol=1e-3, atol=1e-5):
-    """Compare two arrays of the same shape; returns a dict with ``cosine``, ``max_abs``,
-    ``mean_abs``, ``max_rel``, ``nonfinite_mismatch`` and ``diverged``."""
+    """Compare two arrays of the same shape (see the module docstring).
+
+    Returns a dict with ``cosine``, ``max_abs``, ``mean_abs``, ``max_rel`` (None when the inf/nan
+    values differ), ``golden_nonfinite``, ``other_nonfinite``, ``nonfinite_mismatch``,
+    ``elements``, ``error_ratio`` (None when the inf/nan values differ) and ``diverged``.
+    """
     g = np.asarray(golden, dtype=np.float64).ravel()
     o = np.asarray(other, dtype=np.float64).ravel()
     g_bad, o_bad = ~np.isfinite(g), ~np.isfinite(o)
     same_special = (np.isnan(g) & np.isnan(o)) | (g_bad & o_bad & (g == o))
     mismatch = int(((g_bad | o_bad) & ~same_special).sum())
+    figures = {"golden_nonfinite": int(g_bad.sum()), "other_nonfinite": int(o_bad.sum()),
+               "nonfinite_mismatch": mismatch, "elements": int(g.size)}
+    if mismatch:
+        figures.update(cosine=None, max_abs=None, mean_abs=None, max_rel=None,
+                       error_ratio=None, diverged=True)
+        return figures
     both = ~(g_bad | o_bad)
     gf, of = g[both], o[both]
     diff = np.abs(of - gf)
@@ -184,9 +312,17 @@ def compare_arrays(golden, other, *, min_cosine=0.99, rtol=1e-3, atol=1e-5):
     else:
         cosine = float(np.clip(np.dot(gf, of) / (norm_g * norm_o), -1.0, 1.0))
     largest = float(np.abs(gf).max()) if gf.size else 0.0
-    diverged = (mismatch > 0 or cosine < min_cosine or max_abs > atol + rtol * largest)
-    return {"cosine": cosine, "max_abs": max_abs, "mean_abs": mean_abs, "max_rel": max_rel,
-            "nonfinite_mismatch": mismatch, "diverged": bool(diverged)}
+    allowed = atol + rtol * largest
+    ratios = [max_abs / allowed if allowed > 0 else (0.0 if max_abs == 0 else math.inf)]
+    cosine_counts = max_abs > atol   # below atol the cosine of near-zero values is noise
+    if cosine_counts and min_cosine < 1:
+        ratios.append((1.0 - cosine) / (1.0 - min_cosine))
+    elif cosine_counts and cosine < min_cosine:
+        ratios.append(math.inf)
+    figures.update(cosine=cosine, max_abs=max_abs, mean_abs=mean_abs, max_rel=max_rel,
+                   error_ratio=max(ratios),
+                   diverged=bool((cosine_counts and cosine < min_cosine) or max_abs > allowed))
+    return figures
 
 
 def _compare_tensor(golden, other, thresholds):
@@ -205,14 +341,25 @@ def _compare_tensor(golden, other, thresholds):
         g = np.concatenate([np.real(g).ravel(), np.imag(g).ravel()])
         o = np.concatenate([np.real(o).ravel(), np.imag(o).ravel()])
     metrics = compare_arrays(g, o, **thresholds)
-    result.cosine = _finite_float(metrics["cosine"])
-    result.max_abs = _finite_float(metrics["max_abs"])
-    result.mean_abs = _finite_float(metrics["mean_abs"])
-    result.max_rel = _finite_float(metrics["max_rel"])
-    result.nonfinite_mismatch = metrics["nonfinite_mismatch"]
-    if metrics["diverged"]:
+    for key in ("cosine", "max_abs", "mean_abs", "max_rel", "error_ratio"):
+        setattr(result, key, _finite_float(metrics[key]))
+    for key in ("nonfinite_mismatch", "golden_nonfinite", "other_nonfinite", "elements"):
+        setattr(result, key, metrics[key])
+    if metrics["nonfinite_mismatch"]:
+        result.status = "nonfinite"
+    elif metrics["diverged"]:
         result.status = "diverged"
     return result
+
+
+def op_status(tensors):
+    """The status of an op from its tensors' (see :attr:`OpComparison.judged`)."""
+    outputs = [t for t in tensors if t.direction == "output"]
+    statuses = {t.status for t in (outputs or tensors)} - {"ok"}
+    for status in _STATUS_ORDER:
+        if status in statuses:
+            return status
+    return next(iter(sorted(statuses)), "ok")
 
 
 def _index(entries, root, notes, label):
@@ -235,11 +382,11 @@ def _index(entries, root, notes, label):
 
 def _ordered(ops):
     """Entries of one iteration in topological order (see the module docstring)."""
-    first_seen = {}
+    last_seen = {}
     for entry in ops.values():
         key = (entry.model_id, entry.model_name)
-        first_seen[key] = min(first_seen.get(key, entry.name.timestamp), entry.name.timestamp)
-    return sorted(ops.values(), key=lambda e: (first_seen[(e.model_id, e.model_name)],
+        last_seen[key] = max(last_seen.get(key, entry.name.timestamp), entry.name.timestamp)
+    return sorted(ops.values(), key=lambda e: (last_seen[(e.model_id, e.model_name)],
                                                e.model_id or 0, e.name.task_id,
                                                e.name.timestamp, e.op_name))
 
@@ -292,14 +439,11 @@ def compare_dumps(golden, other, *, steps=None, min_cosine=0.99, rtol=1e-3, atol
             o_tensors = {(t.direction, t.index): t for t in o_rec.tensors()}
             tensors = [_compare_tensor(t, o_tensors[(t.direction, t.index)], thresholds)
                        for t in g_rec.tensors() if (t.direction, t.index) in o_tensors]
-            status = "ok"
-            for t in tensors:
-                if t.status != "ok":
-                    status = t.status if status == "ok" else status
             ops.append(OpComparison(step, order, g_rec.op_name or entry.op_name,
                                     entry.name.op_type, entry.model_name or "",
                                     os.path.relpath(entry.path, golden),
-                                    os.path.relpath(match.path, other), tensors, status))
+                                    os.path.relpath(match.path, other), tensors,
+                                    op_status(tensors)))
             progress.add(files=2, nbytes=os.path.getsize(entry.path)
                          + os.path.getsize(match.path), step=step)
     progress.close()

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from npu_adapter import tf_compat
 from npu_adapter.datadump import layout
 from npu_adapter.datadump.overflow import (
     SUMMARY_FILE,
@@ -63,12 +64,6 @@ class ModelState:
     def steps_run(self):
         """How many times the model ran."""
         return self._next
-
-
-def _registry():
-    from tensorflow.python.ops import script_ops
-
-    return script_ops._py_funcs  # TensorFlow's PyFunc token registry
 
 
 class DumpSession:
@@ -149,12 +144,8 @@ class DumpSession:
 
     def _register(self, suffix, callback):
         token = f"npu_adapter_dump_{self.serial}_{suffix}"
-        registry = _registry()
-        funcs = getattr(registry, "_funcs", None)
-        if funcs is not None and hasattr(funcs, "__setitem__"):
-            funcs[token] = callback  # our own token: the graph is the same in every process
-        else:  # pragma: no cover - a registry without the mapping
-            token = registry.insert(callback)
+        # Our own token: the graph is the same in every process; _callbacks keeps it alive.
+        tf_compat.register_py_func(token, callback)
         with self._lock:
             self._tokens.append(token)
             self._callbacks.append(callback)
@@ -312,9 +303,8 @@ class DumpSession:
             self._closed = True
             tokens, self._tokens = self._tokens, []
             self._callbacks = []
-        registry = _registry()
         for token in tokens:
-            registry.remove(token)
+            tf_compat.unregister_py_func(token)
         with _LIVE_LOCK:
             _LIVE.pop(self.serial, None)
         self._write_overflow_summary()

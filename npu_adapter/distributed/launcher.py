@@ -28,6 +28,7 @@ import time
 from npu_adapter.distributed import environment
 from npu_adapter.distributed.errors import LaunchError
 from npu_adapter.distributed.rank_table import load_rank_table
+from npu_adapter.errors import user_text
 
 __all__ = ["RankSpec", "build_command", "cluster_addresses", "launch", "plan_ranks"]
 
@@ -73,7 +74,7 @@ def _check_positive(name, value, kind=int):
     if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int) \
             or value <= 0:
         raise LaunchError(f"{name} must be a positive {'number' if kind is float else 'integer'}"
-                          f", got {value!r}")
+                          f", got {user_text(value)}")
 
 
 def plan_ranks(nprocs, rank_table=None, server_id=None, base_port=None,
@@ -88,7 +89,7 @@ def plan_ranks(nprocs, rank_table=None, server_id=None, base_port=None,
     if base_port is not None and (isinstance(base_port, bool) or not isinstance(base_port, int)
                                   or not 1 <= base_port <= 65535):
         raise LaunchError(f"--base-port must be a port number from 1 to 65535, got "
-                          f"{base_port!r}")
+                          f"{user_text(base_port)}")
     common = {}
     if collective_timeout is not None:
         _check_positive("--collective-timeout", collective_timeout, float)
@@ -111,16 +112,16 @@ def plan_ranks(nprocs, rank_table=None, server_id=None, base_port=None,
     if server_id is None:
         if len(table.servers) > 1:
             raise LaunchError(f"the rank table {table.path} lists {len(table.servers)} servers "
-                              f"{list(table.servers)}; pass --server-id to choose the server "
-                              "whose ranks this launcher starts (one launcher per server)")
+                              f"({', '.join(table.servers)}); pass --server-id to choose the "
+                              "server whose ranks this launcher starts (one launcher per server)")
         server_id = table.servers[0]
     if server_id not in table.servers:
         raise LaunchError(f"--server-id {server_id!r} is not a server of the rank table "
-                          f"{table.path}; its servers: {list(table.servers)}")
+                          f"{table.path}; its servers: {', '.join(table.servers)}")
     local = table.ranks_on(server_id)
     if nprocs != len(local):
         raise LaunchError(f"-n {nprocs} does not match the rank table {table.path}: server "
-                          f"{server_id} runs {len(local)} ranks {list(local)}")
+                          f"{server_id} runs {len(local)} ranks ({', '.join(map(str, local))})")
     common.update({"RANK_SIZE": str(table.size),
                    "RANK_TABLE_FILE": os.path.abspath(table.path)})
     if len(local) == table.size and base_port is None:

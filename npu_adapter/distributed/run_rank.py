@@ -13,6 +13,7 @@ import os
 import runpy
 import sys
 
+from npu_adapter.cli import quiet
 from npu_adapter.distributed import environment
 from npu_adapter.distributed.errors import DistributedError, RankFailureError
 
@@ -31,8 +32,8 @@ def _failed_op(exc):
 def collective_failure(exc):
     """A :class:`RankFailureError` describing ``exc`` if it is the failure of a collective op
     (a ``tf.errors.OpError`` raised by one), else None."""
-    errors_impl = sys.modules.get("tensorflow.python.framework.errors_impl")
-    if errors_impl is None or not isinstance(exc, errors_impl.OpError):
+    tf = sys.modules.get("tensorflow")  # no TensorFlow imported: no TensorFlow error either
+    if tf is None or not isinstance(exc, tf.errors.OpError):
         return None
     op = _failed_op(exc)
     message = exc.message or ""
@@ -65,6 +66,9 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] == "-m" and len(argv) < 2):
         return _usage()
+    # The rank's first `import tensorflow` does not print TensorFlow's start-up lines (unless
+    # the user asks for them with TF_CPP_MIN_LOG_LEVEL=0), as the npu-adapter commands do.
+    quiet.install()
     try:
         environment.current()
     except DistributedError as exc:

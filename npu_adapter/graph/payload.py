@@ -117,12 +117,14 @@ def _light_copy(node, target, tensor):
     target.attr[PAYLOAD_ATTR].s = node.name.encode()
 
 
-def strip_payloads(graph_def, min_bytes=None, *, ops=None, view=None):
+def strip_payloads(graph_def, min_bytes=None, *, ops=None, view=None, min_total_bytes=None):
     """A light copy of ``graph_def`` and the store that restores it.
 
     Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns
-    ``(graph_def, None)`` unchanged when they come to less than ``MIN_TOTAL_BYTES`` together,
-    so graphs with small weights pay nothing. ``graph_def`` itself is never modified.
+    ``(graph_def, None)`` unchanged when they come to less than ``min_total_bytes`` together
+    (default ``MIN_TOTAL_BYTES``), so graphs with small weights pay nothing; with
+    ``min_total_bytes=0`` whether a Const is light depends on that Const alone. ``graph_def``
+    itself is never modified.
     ``ops``, the op type of every node in order (a GraphView's ``ops``), spares reading every
     NodeDef to find the Consts (a tenth of a second at 100k nodes); ``view``, a GraphView of
     ``graph_def``, spares reading the Consts too (their sizes are kept in the view, where the
@@ -146,7 +148,9 @@ def strip_payloads(graph_def, min_bytes=None, *, ops=None, view=None):
                 PAYLOAD_ATTR not in node.attr:
             big.append(k)
             total += size
-    if not big or total < MIN_TOTAL_BYTES:
+    if min_total_bytes is None:
+        min_total_bytes = MIN_TOTAL_BYTES
+    if not big or total < min_total_bytes:
         return graph_def, None
     out = graph_pb2.GraphDef()
     for field, value in graph_def.ListFields():

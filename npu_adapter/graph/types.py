@@ -13,8 +13,10 @@ ops yield ``None`` (callers treat unknown types conservatively).
 
 import functools
 
+import tensorflow as tf
 from tensorflow.core.framework import types_pb2
-from tensorflow.python.framework import op_def_registry
+
+from npu_adapter import tf_compat
 
 __all__ = [
     "REF_OFFSET",
@@ -53,10 +55,8 @@ def dtype_name(dtype):
     """Readable dtype name (``"float32"``, ``"float32_ref"``, ``"resource"``)."""
     if dtype is None:
         return "unknown"
-    from tensorflow.python.framework import dtypes
-
     try:
-        return dtypes.as_dtype(dtype).name
+        return tf.as_dtype(dtype).name
     except (TypeError, ValueError):
         return types_pb2.DataType.Name(dtype)
 
@@ -64,7 +64,7 @@ def dtype_name(dtype):
 @functools.cache
 def op_def_for(op_type):
     """The registered ``OpDef`` of ``op_type`` or ``None``."""
-    return op_def_registry.get(op_type)
+    return tf_compat.op_def(op_type)
 
 
 @functools.cache
@@ -372,9 +372,7 @@ def tensor_bytes(tensor):
 
 @functools.cache
 def _element_size(dtype_enum):
-    from tensorflow.python.framework import dtypes
-
     try:
-        return dtypes.as_dtype(dtype_enum).size
+        return tf.as_dtype(dtype_enum).size
     except TypeError:
         return 0

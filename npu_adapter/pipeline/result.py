@@ -29,8 +29,8 @@ from npu_adapter.vocabulary import (
     PRECISION_CAST_MARK,
 )
 
-__all__ = ["ClusterInfo", "PlacementParts", "RewriteResult", "clusters_from_graph",
-           "placement_from_graph", "placement_from_view"]
+__all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph"]
+
 
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
@@ -126,21 +126,11 @@ def _parse_gear(text):
     return tuple(entries)
 
 
-def clusters_from_graph(graph_def, ops=None, body_names=None):
-    """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order).
-
-    ``ops``, the op type of every node (``PassContext.node_ops``), spares reading the NodeDefs
-    of the nodes that cannot be cluster nodes; ``body_names``, function name → the names of its
-    body's nodes (the ``"body_names"`` fact), spares reading the bodies.
-    """
+def clusters_from_graph(graph_def):
+    """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order)."""
     functions = {f.signature.name: f for f in graph_def.library.function}
     found = []
-    if ops is None:
-        candidates = graph_def.node
-    else:
-        nodes = graph_def.node
-        candidates = [nodes[i] for i, op in enumerate(ops) if op in CLUSTER_NODE_OPS]
-    for node in candidates:
+    for node in graph_def.node:
         if not _is_cluster_node(node):
             continue
         fname = _function_of(node)
@@ -150,11 +140,8 @@ def clusters_from_graph(graph_def, ops=None, body_names=None):
             # those of each gear's copy (insert_gears names them <function>_gear_<g>).
             fdef = functions.get(f"{fname}_gear_0", fdef)
         members = ()
-        known = body_names.get(fdef.signature.name) if body_names and fdef is not None \
-            else None
         if fdef is not None:
-            # Each name read once (or not at all when known).
-            names = known if known is not None else [n.name for n in fdef.node_def]
+            names = [n.name for n in fdef.node_def]  # (each name read once)
             members = tuple(name for name in names if not name.endswith(COPIED_CONST_SUFFIX)
                             and PRECISION_CAST_MARK not in name)
         attrs = node.attr
@@ -199,74 +186,6 @@ def _entry(device, cluster, reason, executes=None, copied_into=None):
     if copied_into:
         entry["copied_into"] = list(copied_into)
     return entry
-
-
-def placement_from_view(view, default_reason="not_rewritten"):
-    """Placement of every node of a clustered (pre-``encapsulate``) graph from the placements
-    and cluster names the ``cluster`` pass left in ``view``'s cache; None when they are not
-    there (then parse the attributes with :func:`placement_from_graph`)."""
-    parts = PlacementParts.from_view(view, default_reason)
-    return parts.build() if parts is not None else None
-
-
-class PlacementParts:
-    """What :func:`placement_from_view` builds its dict from, taken from the view without
-    building it: the node names and the lists and dicts the passes left in the view's cache
-    (shared, not copied), and the nodes with a ``keep_dtype`` mark (the only part that reads
-    the NodeDefs, so it is taken now: the graph is not kept). :meth:`build` makes the dict.
-
-    A result holds these instead of the dict until its ``placement`` is read (a session never
-    reads it): at 100k nodes the dict of per-node dicts costs about a tenth of a second and
-    several times the memory of its parts.
-    """
-
-    __slots__ = ("names", "reasons", "cluster_of", "outside", "copies", "keep",
-                 "default_reason")
-
-    @classmethod
-    def from_view(cls, view, default_reason="not_rewritten"):
-        """The parts for ``view`` (a clustered, pre-``encapsulate`` graph), or None when its
-        cache does not hold the cluster pass's placements."""
-        graph_def = view.graph_def
-        placements = view.cache.get(("placements", id(graph_def)))
-        clusters = view.cache.get(("clusters", id(graph_def)))
-        if placements is None or clusters is None or placements[0] is not graph_def \
-                or clusters[0] is not graph_def:
-            return None
-        parts = cls()
-        parts.names = view.names
-        parts.reasons = placements[2]
-        parts.cluster_of = clusters[1]
-        parts.outside, parts.copies = (clusters[2], clusters[3]) if len(clusters) == 4 \
-            else ({}, {})
-        parts.keep = [i for i, node in enumerate(view.nodes) if KEEP_DTYPE_ATTR in node.attr] \
-            if view.may_carry_attr(KEEP_DTYPE_ATTR) else []
-        parts.default_reason = default_reason
-        return parts
-
-    def build(self):
-        """The placement dict (see ``RewriteResult.placement``)."""
-        names = self.cluster_of
-        outside, copies = self.outside, self.copies
-        special = set(outside) | set(copies)  # entries with what runs where, besides placement
-        cluster_of = names.get
-        reason_of = self.reasons.get
-        default_reason = self.default_reason
-        keep = set(self.keep)
-        result = {}
-        for i, name in enumerate(self.names):
-            cluster = cluster_of(i)
-            device = DEVICE_NPU if cluster is not None else DEVICE_HOST
-            if special and i in special:
-                entry = _entry(device, cluster, reason_of(i, default_reason), outside.get(i),
-                               copies.get(i))
-            else:
-                entry = {"device": device, "cluster": cluster,
-                         "reason": reason_of(i, default_reason), "executes": device}
-            if keep and i in keep:
-                entry["keep_dtype"] = True
-            result[name] = entry
-        return result
 
 
 def placement_from_graph(graph_def, original_names, default_reason="not_rewritten"):
@@ -341,14 +260,6 @@ class RewriteResult:
         aliases: dict user node name → the tensors (or ``^ops``) its alias node in
             ``graph_def`` reads: the nodes that keep fetched, fed and target names valid after
             their nodes moved into clusters (:mod:`npu_adapter.graph.aliases`).
-        derived: what a caller of ``rewrite(derive=...)`` derived from the result (JSON values),
-            kept with it in the rewrite caches so that a cached result brings it along
-            (sessions record whether the installed form is the user's own nodes).
-
-    A result may hold its graph without the weights at first (:meth:`with_light_graph`, as
-    ``rewrite`` returns to sessions): ``graph_def`` then puts them back on first access, into a
-    copy, while :meth:`light_parts` gives the light graph and its payload store to a reader
-    that takes the weights from elsewhere.
     """
 
     graph_def: typing.Any
@@ -363,19 +274,12 @@ class RewriteResult:
     timings: list = dataclasses.field(default_factory=list)
     pass_info: dict = dataclasses.field(default_factory=dict)
     aliases: dict = dataclasses.field(default_factory=dict)
-    derived: dict = dataclasses.field(default_factory=dict)
 
-    def with_light_graph(self, light_graph_def, payloads):
-        """Hold ``light_graph_def`` (see :mod:`npu_adapter.graph.payload`) instead of the full
-        graph; ``payloads`` restores it when ``graph_def`` is read. Returns ``self``."""
-        self.__dict__["_light"] = (light_graph_def, payloads)
-        self.__dict__["_graph_def"] = None
-        return self
-
-    def with_lazy_placement(self, parts):
-        """Build ``placement`` from ``parts`` (a :class:`PlacementParts`) when it is first
-        read, instead of now. Returns ``self``."""
-        return self._build_on_read("placement", parts.build)
+    def with_lazy_placement(self, build):
+        """Build ``placement`` by calling ``build()`` when it is first read, instead of now (a
+        100k-node graph's dict of per-node dicts costs a tenth of a second, and sessions never
+        read it). Returns ``self``."""
+        return self._build_on_read("placement", build)
 
     def with_lazy_op_map(self, build):
         """Build ``op_map`` by calling ``build()`` when it is first read, instead of now (a
@@ -386,12 +290,6 @@ class RewriteResult:
         self.__dict__[f"_{field}_build"] = build
         self.__dict__[f"_{field}"] = None
         return self
-
-    def light_parts(self):
-        """``(graph, payloads)``: the light graph and the store of its weights while the full
-        graph was not asked for, else ``(graph_def, None)``."""
-        light = self.__dict__.get("_light")
-        return light if light is not None else (self.graph_def, None)
 
     def cluster(self, name):
         """The :class:`ClusterInfo` called ``name`` (KeyError if none)."""
@@ -423,22 +321,6 @@ class RewriteResult:
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _get_graph_def(self):
-    light = self.__dict__.get("_light")
-    if light is not None:
-        graph_def, payloads = light
-        full = type(graph_def)()
-        full.CopyFrom(graph_def)  # the light graph stays as it is for its other readers
-        self.__dict__["_graph_def"] = payloads.restore(full)
-        self.__dict__["_light"] = None
-    return self.__dict__["_graph_def"]
-
-
-def _set_graph_def(self, graph_def):
-    self.__dict__["_graph_def"] = graph_def
-    self.__dict__["_light"] = None
-
-
 def _built_on_read(field, doc):
     """A property standing for dataclass field ``field`` whose value a builder may make on
     first read (see ``RewriteResult._build_on_read``); setting it drops the builder."""
@@ -458,10 +340,8 @@ def _built_on_read(field, doc):
     return property(get, set_, doc=doc)
 
 
-# ``graph_def``, ``placement`` and ``op_map`` stay dataclass fields (constructor argument,
-# comparison, repr) whose value may be made on first access: each property stands in for the
-# plain attribute.
-RewriteResult.graph_def = property(_get_graph_def, _set_graph_def, doc="The rewritten GraphDef.")
+# ``placement`` and ``op_map`` stay dataclass fields (constructor argument, comparison, repr)
+# whose value may be made on first access: each property stands in for the plain attribute.
 RewriteResult.placement = _built_on_read(
     "placement", "Node name → placement entry (built on first read).")
 RewriteResult.op_map = _built_on_read(

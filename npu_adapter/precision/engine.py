@@ -22,8 +22,10 @@ import dataclasses
 import functools
 import heapq
 
+import tensorflow as tf
 from tensorflow.core.framework import node_def_pb2, types_pb2
 
+from npu_adapter import tf_compat
 from npu_adapter.graph.names import parse_input, unique_name
 from npu_adapter.graph.types import dtype_name, node_input_types, node_output_types, op_def_for
 from npu_adapter.precision import policy as P
@@ -138,13 +140,7 @@ def _attr_type(node, op_def, name):
 @functools.cache
 def _cpu_kernel_allows(op_type, assignments):
     """Whether a CPU kernel of ``op_type`` accepts every ``(attr, dtype)`` of ``assignments``."""
-    from tensorflow.python.framework import kernels
-
-    try:
-        kernel_list = kernels.get_registered_kernels_for_op(op_type)
-    except Exception:
-        return False
-    for kernel in kernel_list.kernel:
+    for kernel in tf_compat.registered_kernels(op_type).kernel:
         if kernel.device_type != "CPU":
             continue
         constraints = {c.name: set(c.allowed_values.list.type) for c in kernel.constraint}
@@ -284,10 +280,8 @@ def decide(policy, node, info, arrivals_low, arrived=frozenset(), scalar=False):
 
 
 def _customized(policy, node, info, rule, made):
-    from tensorflow.python.framework import dtypes
-
     def enum(name):
-        return dtypes.as_dtype(name).as_datatype_enum
+        return tf.as_dtype(name).as_datatype_enum
 
     floats_out = [enum(d) for d in rule.outputs if enum(d) in FLOAT_TYPES]
     floats_in = [enum(d) for d in rule.inputs if enum(d) in FLOAT_TYPES]

@@ -9,13 +9,15 @@ pass). Both run in plain TensorFlow sessions with the same feeds; every float ou
 device op is fetched from both and compared. A third run of the rewritten graph itself checks
 that the flat emulation gives the same fetched values (``consistent``).
 
-A tensor is an *overflow* when the emulated value has inf or nan where the reference is finite
-(a float16 overflow: |x| > 65504), a *drift* when its maximum relative error (max |emu - ref| /
-max |ref|) exceeds ``max_relative_error`` or its cosine similarity to the reference falls below
-``min_cosine``. Issues are listed in topological order; an issue is *first* when no input of its
-op has one (an overflow is first when no input overflowed). Each first issue carries the option
-that would keep its op in float32: a ``modify_mixlist`` black-list entry in mixed-precision
-modes, ``keep_tensors_dtypes`` / a ``customize_dtypes`` line otherwise.
+A tensor is an *overflow* when the emulated value has inf or nan where the reference is finite (a
+float16 overflow: |x| > 65504), a *drift* when its maximum relative error (max |emu - ref| / max
+|ref|) exceeds ``max_relative_error`` or its cosine similarity to the reference falls below
+``min_cosine``, and its largest error exceeds float16's smallest step, 2^-24 (:data:`FP16_TINY`): an
+error no larger is what float16 does to values near zero (1e-11 becomes 0, a relative error of 1 and
+a cosine of 0 that mean nothing). Issues are listed in topological order; an issue is *first* when
+no input of its op has one (an overflow is first when no input overflowed). Each first issue carries
+the option that would keep its op in float32: a ``modify_mixlist`` black-list entry in
+mixed-precision modes, ``keep_tensors_dtypes`` / a ``customize_dtypes`` line otherwise.
 """
 
 import dataclasses
@@ -24,9 +26,11 @@ import math
 import numpy as np
 
 __all__ = ["NumericIssue", "NumericsReport", "TensorComparison", "compare_values",
-           "find_numeric_issues", "FP16_MAX"]
+           "find_numeric_issues", "FP16_MAX", "FP16_TINY"]
 
 FP16_MAX = 65504.0
+FP16_TINY = 2.0 ** -24
+"""float16's smallest subnormal: the largest error that values near zero get from float16."""
 REPORT_FORMAT = "npu_adapter.numerics/1"
 
 
@@ -47,6 +51,14 @@ class TensorComparison:
     max_relative_error: float = 0.0
     cosine: float = 1.0
     elements: int = 0
+
+    def summary(self):
+        """The figures in one line, e.g. ``8 of 8 values inf/nan (max |reference| 1.2e+05)``
+        or ``max rel error 0.0612, cosine 0.99971``."""
+        if self.nonfinite:
+            return (f"{self.nonfinite} of {self.elements} values inf/nan (max |reference| "
+                    f"{self.reference_max:.4g})")
+        return f"max rel error {self.max_relative_error:.4g}, cosine {self.cosine:.6g}"
 
     def to_json(self):
         """JSON-serialisable record (floats rounded for stable output)."""
@@ -131,7 +143,11 @@ def _json_float(value):
 
 
 def compare_values(reference, emulated):
-    """``dict`` of the comparison figures between a float32 reference and an emulated value."""
+    """``dict`` of the comparison figures between a float32 reference and an emulated value.
+
+    ``nonfinite`` counts the elements inf/nan under emulation but finite in the reference; when
+    there is one, the errors are inf and the cosine nan (undefined).
+    """
     ref = np.asarray(reference, dtype=np.float64).ravel()
     emu = np.asarray(emulated, dtype=np.float64).ravel()
     ref_finite = np.isfinite(ref)
@@ -141,7 +157,11 @@ def compare_values(reference, emulated):
                "reference_over_fp16": int(np.count_nonzero(np.abs(ref[ref_finite]) > FP16_MAX)),
                "reference_max": float(np.max(np.abs(ref[ref_finite]))) if ref_finite.any()
                else 0.0}
-    if both.any():
+    if figures["nonfinite"]:
+        # An overflow has no finite error; the figures of the finite rest would read as a
+        # match (cosine 1, error 0 when every element overflows).
+        figures.update(max_abs_error=math.inf, max_relative_error=math.inf, cosine=math.nan)
+    elif both.any():
         r, e = ref[both], emu[both]
         err = np.abs(e - r)
         scale = float(np.max(np.abs(r)))
@@ -159,7 +179,9 @@ def compare_values(reference, emulated):
 def _status(figures, max_relative_error, min_cosine):
     if figures["nonfinite"]:
         return "overflow"
-    if figures["max_relative_error"] > max_relative_error or figures["cosine"] < min_cosine:
+    if figures["max_abs_error"] > FP16_TINY and (
+            figures["max_relative_error"] > max_relative_error
+            or figures["cosine"] < min_cosine):
         return "drift"
     return "ok"
 
@@ -313,7 +335,7 @@ def find_numeric_issues(model, config=None, *, feeds, fetches=None, targets=None
     return NumericsReport(
         model=model_name or loaded_name or "graph", setting=policy.setting, mode=policy.mode,
         thresholds={"max_relative_error": max_relative_error, "min_cosine": min_cosine,
-                    "fp16_max": FP16_MAX},
+                    "fp16_max": FP16_MAX, "min_abs_error": FP16_TINY},
         fetches=fetches, comparisons=comparisons, issues=issues, consistent=consistent,
         consistency_note=note, casts=body.casts)
 

@@ -24,7 +24,8 @@ import dataclasses
 
 from npu_adapter.profiling.trace import CLUSTER_CALL, CLUSTER_OP, HOST, RUNTIME
 
-__all__ = ["DATA_OPS", "StepTrace", "op_statistics", "op_totals", "step_trace", "time_split"]
+__all__ = ["DATA_OPS", "StepTrace", "iteration_summary", "op_statistics", "op_totals",
+           "step_trace", "time_split"]
 
 DATA_OPS = frozenset({"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional",
                       "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
@@ -113,6 +114,22 @@ def step_trace(events, step, origin, previous_end=None, fp_point="", bp_point=""
         refresh=None if bp is None else end - bp.end,
         data_aug_bound=None if fp is None else fp.start - begin,
         data_wait=data_wait, fp_op=fp.op if fp else "", bp_op=bp.op if bp else "")
+
+
+def iteration_summary(steps):
+    """``{"steps", "first", "steady_mean", "steady_median", "steady_steps"}`` of a list of
+    :class:`StepTrace` (µs): the first profiled step apart (it pays the warm-up: graph
+    optimisation, kernel creation, first allocations) and the mean and median of the others
+    (None with fewer than two steps)."""
+    times = [s.iteration_time for s in steps]
+    steady = sorted(times[1:])
+    median = None
+    if steady:
+        mid = len(steady) // 2
+        median = steady[mid] if len(steady) % 2 else (steady[mid - 1] + steady[mid]) / 2
+    return {"steps": len(times), "first": times[0] if times else None,
+            "steady_mean": sum(steady) / len(steady) if steady else None,
+            "steady_median": median, "steady_steps": len(steady)}
 
 
 def op_totals(events):

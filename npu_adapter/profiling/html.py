@@ -1,13 +1,19 @@
 """``report.html`` of a profile: one self-contained page.
 
-Sections: summary cards (steps, mean iteration time, host and cluster time), the training trace
-per step, the op types and the ops that took the most time (bar chart and sortable tables), host
-versus cluster time per step, and links to the per-step Chrome traces.
+Sections: summary cards (steps, the first step's time apart from the mean of the steady steps
+after it, host and cluster time), the training trace per step, the op types and the ops that took
+the most time (bar chart and sortable tables), host versus cluster time per step, and links to
+the per-step Chrome traces.
 """
 
+from npu_adapter.profiling.analysis import iteration_summary
 from npu_adapter.report.sortable import bar_chart_svg, escape, page, sortable_table
 
 __all__ = ["render_profile_html"]
+
+
+def _ms(value):
+    return "–" if value is None else f"{value / 1000:,.3f} ms"
 
 
 def _us(value):
@@ -20,15 +26,18 @@ def render_profile_html(profile):
     ``traces``)."""
     steps = profile["steps"]
     splits = profile["splits"]
-    mean_iteration = (sum(s.iteration_time for s in steps) / len(steps)) if steps else 0.0
+    times = iteration_summary(steps)
     host = sum(s["host"] for s in splits)
     cluster = sum(s["cluster"] for s in splits)
     parts = [f"<h1>{escape(profile['title'])}</h1>",
              f'<p class="muted">{escape(profile["settings"])}</p>',
              '<div class="cards">',
              f'<div class="card"><b>{len(steps)}</b><span>steps profiled</span></div>',
-             f'<div class="card"><b>{mean_iteration / 1000:,.3f} ms</b>'
-             "<span>mean iteration time</span></div>",
+             f'<div class="card" id="first-step"><b>{_ms(times["first"])}</b>'
+             "<span>first step (warm-up: graph optimisation, kernel creation)</span></div>",
+             f'<div class="card" id="steady-step"><b>{_ms(times["steady_mean"])}</b>'
+             f'<span>mean iteration time of the {times["steady_steps"]} steps after it '
+             f'(median {_ms(times["steady_median"])})</span></div>',
              f'<div class="card"><b>{cluster / 1000:,.3f} ms</b>'
              "<span>op time in clusters</span></div>",
              f'<div class="card"><b>{host / 1000:,.3f} ms</b><span>op time on the host</span>'

@@ -19,6 +19,12 @@ The keys and their values follow the Ascend profiling documentation (the TF Adap
 ``host_sys``, ``host_sys_usage``  comma-separated cpu/mem
 ===========================  ================================================================
 
+Older CANN releases took a plain string instead: the switches ``training_trace``,
+``task_trace``, ``task_time`` and ``op_trace`` joined by ``:`` (``"task_trace"``,
+``"training_trace:task_trace"``; the TF Adapter's ``util.check_profiling_options`` builds it).
+That form is deprecated: :func:`normalize_profiling_options` reads it as the JSON object that
+turns the same switches on (``{"output": "./", "task_trace": "on"}``) and warns once.
+
 ``instr_profiling_freq`` cannot be combined with ``training_trace``, ``task_trace``, ``hccl``,
 ``aicpu``, ``fp_point``, ``bp_point``, ``aic_metrics``, ``l2``, ``task_time`` or ``runtime_api``.
 Unknown keys are warned about once and ignored. Every other problem raises
@@ -34,9 +40,10 @@ import json
 import re
 
 from npu_adapter.config.warnings import warn_once
-from npu_adapter.errors import NpuConfigError
+from npu_adapter.errors import NpuConfigError, user_text
 
-__all__ = ["AIC_METRICS", "FREQUENCIES", "ProfilingOptions", "parse_profiling_options"]
+__all__ = ["AIC_METRICS", "FREQUENCIES", "LEGACY_SWITCHES", "ProfilingOptions",
+           "normalize_profiling_options", "parse_profiling_options"]
 
 OPTION = "profiling_options"
 
@@ -57,6 +64,8 @@ _EXCLUSIVE_WITH_INSTR = ("training_trace", "task_trace", "hccl", "aicpu", "fp_po
 _KNOWN = frozenset({"output", "storage_limit", "fp_point", "bp_point", "aic_metrics",
                     "task_time", "llc_profiling", "host_sys", "host_sys_usage",
                     *_SWITCHES, *_LENIENT_SWITCHES, *FREQUENCIES})
+LEGACY_SWITCHES = ("training_trace", "task_trace", "task_time", "op_trace")
+"""The switches of the older plain-string form (see the module doc)."""
 _STORAGE_RE = re.compile(r"(\d+)MB\Z")
 _STORAGE_RANGE = (200, 4294967296)
 _CUSTOM_PREFIX = "Custom:"
@@ -81,7 +90,7 @@ class ProfilingOptions:
 
 
 def _error(text, key, value, allowed):
-    return NpuConfigError(OPTION, text, allowed, detail=f"key {key!r} is {value!r}")
+    return NpuConfigError(OPTION, text, allowed, detail=f"key {key!r} is {user_text(value)}")
 
 
 def _string(text, key, value):
@@ -150,13 +159,31 @@ def _cpu_mem(text, key, value):
     return value
 
 
+def normalize_profiling_options(text):
+    """``text`` in the JSON form: the older plain-string form (``"training_trace:task_trace"``,
+    see the module doc) becomes the JSON object with those switches on and output ``./``, with
+    a deprecation warning (once per text); any other text is returned as it is."""
+    if not isinstance(text, str):
+        return text
+    switches = [switch.strip() for switch in text.split(":")]
+    if not all(switch in LEGACY_SWITCHES for switch in switches):
+        return text
+    converted = json.dumps({"output": "./", **dict.fromkeys(switches, "on")})
+    warn_once(("legacy-profiling-options", text),
+              f"profiling_options {text!r} is the plain-string form of older CANN releases, "
+              f"which is deprecated; it is read as {converted}: give that JSON object instead")
+    return converted
+
+
 def parse_profiling_options(text):
-    """Validate ``profiling_options`` text; return :class:`ProfilingOptions`.
+    """Validate ``profiling_options`` text (JSON, or the older plain-string form, see
+    :func:`normalize_profiling_options`); return :class:`ProfilingOptions`.
 
     Raises:
         NpuConfigError: not a JSON object, or a key with a value the documentation does not
             allow (the message names the key and what is allowed).
     """
+    text = normalize_profiling_options(text)
     try:
         data = json.loads(text)
     except (TypeError, ValueError) as exc:

@@ -96,6 +96,7 @@ class ProfileWriter:
         self.traces = []
         self._per_step_files = []
         self._bytes = 0
+        self._on_disk = {}  # path -> size of every file written and not aged out
         self.progress = progress or ProgressLog("profiling", self.root, interval=0)
         os.makedirs(self.out_dir, exist_ok=True)
         os.makedirs(self.raw_dir, exist_ok=True)
@@ -103,6 +104,7 @@ class ProfileWriter:
     def _write(self, path, content, per_step=False):
         data = content if isinstance(content, bytes) else content.encode("utf-8")
         write_atomic(path, [data])
+        self._count(path, len(data))
         self._bytes += len(data)
         if per_step:
             self._per_step_files.append((path, len(data)))
@@ -118,6 +120,16 @@ class ProfileWriter:
             with contextlib.suppress(OSError):
                 os.unlink(path)
             self._bytes -= size
+            self._count(path, None)
+
+    def _count(self, path, size):
+        """Keep the progress line's counts to the files on disk: ``size`` of a file (re)written
+        at ``path``, or None when it was removed. The aggregates are rewritten in place."""
+        before = self._on_disk.pop(path, None)
+        if size is not None:
+            self._on_disk[path] = size
+        self.progress.add(files=(size is not None) - (before is not None),
+                          nbytes=(size or 0) - (before or 0))
 
     def add_step(self, step, events, step_stats, previous_end):
         """Record one step; returns the step's end time (µs since the epoch)."""
@@ -145,12 +157,11 @@ class ProfileWriter:
                                      _f(e.start - origin), _f(e.duration), e.thread, e.node])
         name = f"msprof_step_{step}.json"
         text = json.dumps(chrome_trace(events, step, origin), separators=(",", ":"))
-        files = 2
-        nbytes = self._write(os.path.join(self.out_dir, "timeline", name), text, per_step=True)
-        nbytes += self._write(os.path.join(self.raw_dir, f"step_{step}.step_stats.pb"),
-                              step_stats.SerializeToString(deterministic=True), per_step=True)
+        self._write(os.path.join(self.out_dir, "timeline", name), text, per_step=True)
+        self._write(os.path.join(self.raw_dir, f"step_{step}.step_stats.pb"),
+                    step_stats.SerializeToString(deterministic=True), per_step=True)
         self.traces.append(f"timeline/{name}")
-        self.progress.add(files=files, nbytes=nbytes, step=step)
+        self.progress.add(step=step)
         return trace.iteration_end + origin
 
     def steps_origin(self, events):
@@ -166,7 +177,9 @@ class ProfileWriter:
         self._write(os.path.join(out, f"step_trace_{stamp}.csv"),
                     _csv(analysis.StepTrace.CSV_HEADER, [s.csv_row() for s in self.steps]))
         self._write(os.path.join(out, f"step_trace_{stamp}.json"),
-                    json.dumps({"steps": [s.to_json() for s in self.steps]}, indent=1))
+                    json.dumps({"steps": [s.to_json() for s in self.steps],
+                                "iteration_time": analysis.iteration_summary(self.steps)},
+                               indent=1))
         self._write(os.path.join(out, f"op_summary_{stamp}.csv"), _csv(
             ("Device_id", "Model Name", "Iteration ID", "Op Name", "OP Type", "Task Type",
              "Task Start Time(us)", "Task Duration(us)", "Thread ID", "Node Name"),
@@ -225,6 +238,7 @@ class ProfileWriter:
             self.describe_settings(), "",
             "timeline/msprof_step_N.json   Chrome trace of step N (Perfetto, chrome://tracing)",
             "step_trace_*.csv/.json        training trace: FP start, BP end, iteration time",
+            "                              (.json: the first step apart, the steady mean)",
             "op_summary_*.csv              every op execution (AI_CORE: in a cluster)",
             "op_statistic_*.csv            time per op type",
             "top_ops_*.csv                 ops by total time",

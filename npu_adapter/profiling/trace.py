@@ -16,16 +16,29 @@ record per executed node: name, start (µs since the epoch), duration, thread an
   made from one (``<body node>/<suffix>`` or ``<Name>Optimizer/<Stage>_<body node>``);
 * ``_SOURCE``/``_SINK``, argument and return-value nodes and the data dump's reporting ops are
   runtime bookkeeping; everything else is a host op.
+
+An event's op type is the graph's: the type of the node of that name in the registered graphs
+(the cluster bodies and the graph the session runs; for a node of a function body TensorFlow
+inlined under its call, ``<call>/else/_<k>/<node>``, the body node's). TensorFlow's record names
+the kernel that ran instead, which with oneDNN is ``_MklMatMul`` or ``_MklNativeConv2D`` for a
+MatMul or a Conv2D; only a node no registered graph has (one TensorFlow's optimiser made) takes
+the type from the record, with oneDNN's prefix removed (``_MklNativeFusedBatchNormV3`` →
+``FusedBatchNormV3``, ``_MklNativeFusedConv2D`` → ``_FusedConv2D``).
 """
 
 import dataclasses
 import re
 
-__all__ = ["ClusterIndex", "OpEvent", "chrome_trace", "events_from_step_stats"]
+__all__ = ["ClusterIndex", "OpEvent", "chrome_trace", "events_from_step_stats",
+           "kernel_op_type"]
 
 _INLINED = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)(?:_gear_\d+)?/(.+)$")
 _CALL = re.compile(r"(?:^|.*/)(GeOp\d+_\d+)$")
-_LABEL = re.compile(r"^\S+ = ([A-Za-z0-9_>.]+)\(")
+# "name = Kernel(inputs)", after "[allocator sizes] " when the op allocated memory.
+_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?\S+ = ([A-Za-z0-9_>.]+)\(")
+# A node of a function body that TensorFlow inlined under its call (an If/While branch lowered
+# to Switch/Merge, a function call): ``<call>/<branch>/_<k>/<body node>``.
+_INLINED_BODY = re.compile(r"^.+/_\d+/([^/].*)$")
 _RUNTIME_NAMES = re.compile(r"^(_SOURCE|_SINK)$|^_arg_|^_retval_|_\d+_arg$|_RetVal$")
 _DUMP_PREFIX = "npu_adapter_dump/"
 _OPTIMIZER_MADE = re.compile(r"^[A-Za-z]+Optimizer/[A-Za-z0-9]+_(.+)$")
@@ -62,15 +75,20 @@ class OpEvent:
 
 
 class ClusterIndex:
-    """Which node names belong to which cluster, from the rewritten graphs a session runs."""
+    """Which node names belong to which cluster, and the op type of each node name, from the
+    rewritten graphs a session runs."""
 
     def __init__(self):
         self.body_nodes = {}
         self.op_types = {}
+        self.function_op_types = {}   # node name in a function body → its op type
 
     def add_graph(self, graph_def):
-        """Index the cluster functions (``GeOp<N>_<k>`` and gear copies) of ``graph_def``."""
+        """Index the cluster functions (``GeOp<N>_<k>`` and gear copies) of ``graph_def``, and
+        the op types of every node of the graph and of its functions."""
         for fdef in graph_def.library.function:
+            for node in fdef.node_def:
+                self.function_op_types.setdefault(node.name, node.op)
             match = re.match(r"^(GeOp\d+_\d+)(?:_gear_\d+)?$", fdef.signature.name)
             if not match:
                 continue
@@ -113,9 +131,38 @@ class ClusterIndex:
         return None
 
 
-def _op_type(node_stats, fallback):
+_ONEDNN_PREFIX = re.compile(r"^_Mkl(?:Native)?")
+
+
+def kernel_op_type(kernel):
+    """The TensorFlow op type a kernel name stands for: oneDNN's ``_Mkl<Op>`` and
+    ``_MklNative<Op>`` → ``<Op>`` when TensorFlow has such an op (``FusedBatchNormV3``), else
+    ``_<Op>`` when it has that (``_MklFusedMatMul`` → ``_FusedMatMul``, TensorFlow's own fused
+    op); other names are returned as they are."""
+    if not _ONEDNN_PREFIX.match(kernel):
+        return kernel
+    from npu_adapter.graph.types import op_def_for
+
+    op = _ONEDNN_PREFIX.sub("", kernel)
+    for candidate in (op, "_" + op):
+        if op_def_for(candidate) is not None:
+            return candidate
+    return op
+
+
+def _op_type(node_stats, op, name, index):
+    """The graph's op type of the event's node, else the recorded kernel's (see the module
+    docstring)."""
+    scoped = _SHADOW_SCOPE.match(name)
+    known = index.op_types.get(op) or index.op_types.get(name) or (
+        index.op_types.get(scoped.group(1)) if scoped else None)
+    if not known:
+        inlined = _INLINED_BODY.match(name)
+        known = index.function_op_types.get(inlined.group(1)) if inlined else None
+    if known:
+        return known
     match = _LABEL.match(node_stats.timeline_label or "")
-    return match.group(1) if match else fallback
+    return kernel_op_type(match.group(1)) if match else ""
 
 
 def events_from_step_stats(step_stats, index=None):
@@ -140,7 +187,7 @@ def events_from_step_stats(step_stats, index=None):
                 cluster, op = index.locate(name)
             else:
                 kind, cluster, op = HOST, None, name
-            op_type = _op_type(ns, index.op_types.get(op, index.op_types.get(name, "")))
+            op_type = _op_type(ns, op, name, index)
             events.append(OpEvent(name, op, op_type, kind, cluster, device_stats.device,
                                   int(ns.thread_id), start, duration))
     events.sort(key=lambda e: (e.start, e.node))

@@ -256,7 +256,7 @@ def dump_graphs(graph_def_or_model, config=None, out_dir=None, *, fetches=None, 
 
     say("building the placement report")
     report = placement_report(result, client, model=model_name or loaded_name,
-                              backend=backend_obj.name, config=npu_config,
+                              backend=backend_obj, config=npu_config,
                               fetches=list(fetches or ()), feeds=list(feeds or ()),
                               shapes=shapes)
     written.append(_write(os.path.join(out_dir, "placement.json"), report_json(report)))

@@ -28,6 +28,7 @@ __all__ = [
     "COLLAPSED_LIMIT",
     "DOT_MAX_EDGES",
     "collapse_by_scope",
+    "host_groups",
     "Drawing",
     "DrawNode",
     "DrawEdge",
@@ -109,6 +110,7 @@ class Drawing:
     groups: list
     collapsed: bool = False
     box_groups: bool = True  # dot draws the nodes of each group inside one box
+    summary: str = ""        # what a box of a collapsed drawing stands for
 
     @property
     def size(self):
@@ -221,12 +223,53 @@ def _group_edges(graph_def, group_of):
     return edges
 
 
+def host_groups(graph_def, host_names, limit):
+    """Host node name → group label for the overview: the host nodes joined by host-to-host
+    edges form one group (the unsupported node and the Consts that feed only it), named after
+    its first node that is not a Const. When that gives more than ``limit`` groups, or one group
+    holds more than half of the host nodes (a host backbone that would join distant parts of the
+    graph into one box), the groups are name scopes (:func:`collapse_by_scope`)."""
+    index = {name: k for k, name in enumerate(host_names)}
+    parent = list(range(len(host_names)))
+
+    def root(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    for node in graph_def.node:
+        dst = index.get(node.name)
+        if dst is None:
+            continue
+        for text in node.input:
+            src = index.get(parse_input(text)[0])
+            if src is not None:
+                a, b = root(src), root(dst)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    members = {}
+    for k in range(len(host_names)):
+        members.setdefault(root(k), []).append(k)
+    largest = max((len(m) for m in members.values()), default=0)
+    if len(members) > limit or (len(host_names) > 2 and 2 * largest > len(host_names)):
+        return collapse_by_scope(host_names, limit), False
+    ops = {node.name: node.op for node in graph_def.node}
+    groups = {}
+    for ks in members.values():
+        names = [host_names[k] for k in ks]
+        label = next((n for n in names if ops.get(n) != "Const"), names[0])
+        groups.update((n, label) for n in names)
+    return groups, True
+
+
 def overview_drawing(graph_def, report, limit=COLLAPSED_LIMIT, name="partition"):
-    """One box per cluster and per host name scope, with a link to each cluster's drill-down."""
+    """One box per cluster and per group of host nodes (see :func:`host_groups`), with a link to
+    each cluster's drill-down."""
     colors = cluster_colors([c["name"] for c in report["clusters"]])
     host_names = [n for n, info in report["nodes"].items() if info["cluster"] is None]
     budget = max(limit - len(report["clusters"]), 1)
-    host_group = collapse_by_scope(host_names, budget)
+    host_group, by_component = host_groups(graph_def, host_names, budget)
     group_of = {}
     for node_name, info in report["nodes"].items():
         if info["cluster"] is not None:
@@ -246,12 +289,26 @@ def overview_drawing(graph_def, report, limit=COLLAPSED_LIMIT, name="partition")
         key = host_group[node_name]
         sizes[key] = sizes.get(key, 0) + 1
     for key in dict.fromkeys(host_group[n] for n in host_names):
-        label = f"{key}/\n{sizes[key]} host nodes" if sizes[key] > 1 else key
-        nodes.append(DrawNode("host:" + key, label, _HOST_FILL, _HOST_STROKE,
-                              tooltip=f"{key}: {sizes[key]} host node(s)"))
-    return Drawing(name, "Partitioned graph (overview: clusters and host name scopes)", nodes,
-                   _group_edges(graph_def, group_of), _legend(report, colors), collapsed=True,
-                   box_groups=False)
+        if by_component:
+            info = report["nodes"][key]
+            extra = f" + {sizes[key] - 1} host nodes" if sizes[key] > 1 else ""
+            label = f'{key}\n{info["op"]}{extra}'
+            tip = (f'{key} ({info["op"]}): host, {info["reason"]}'
+                   + (f' ({info["cause"]})' if info.get("cause") else "")
+                   + (f"; with {sizes[key] - 1} host node(s) joined to it" if extra else ""))
+        else:
+            label = f"{key}/\n{sizes[key]} host nodes" if sizes[key] > 1 else key
+            tip = f"{key}: {sizes[key]} host node(s)"
+        nodes.append(DrawNode("host:" + key, label, _HOST_FILL, _HOST_STROKE, tooltip=tip))
+    if by_component:
+        title = "Partitioned graph (overview: clusters and the host nodes between them)"
+        summary = ("each box is a cluster or a host node with the host nodes joined to it "
+                   "(the Consts that feed it)")
+    else:
+        title = "Partitioned graph (overview: clusters and host name scopes)"
+        summary = "each box is a cluster or a host name scope"
+    return Drawing(name, title, nodes, _group_edges(graph_def, group_of),
+                   _legend(report, colors), collapsed=True, box_groups=False, summary=summary)
 
 
 def partition_drawing(graph_def, report, limit=DRAW_LIMIT):

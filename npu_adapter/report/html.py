@@ -1,26 +1,35 @@
 """``report.html``: the placement report as one self-contained page for a person to read.
 
-No network access is needed: CSS, JavaScript and the SVG drawings are inline. Sections:
+No network access is needed: CSS, JavaScript and the SVG drawings are inline. Sections, in
+page order:
 
 * summary: node counts, share on the device, clusters, bytes crossing the host/device boundary;
-* what keeps ops off the device: host reasons, most frequent first, with their op types;
+* the partitioned graph (coloured by cluster; collapsed to clusters and the host nodes between
+  them when large), right after the summary so that it is in the first screen; a wide drawing is
+  scrolled to its first layer;
+* what keeps ops off the device: host reasons, most frequent first, with their op types and the
+  op (and function) that causes each (``OptionalFromValue in model_bn_cond_true_12``);
+* clusters, in execution order: size, op types, what separates each from its neighbours (the
+  host nodes that feed it and read from it, with their reasons and causes; direct edges to other
+  clusters; fetches), boundary tensors (dtype, shape, bytes), gears, and a drill-down drawing of
+  each (the overview drawing links to them);
 * op types: per op type, how many nodes run where;
-* clusters: size, op types, boundary tensors (dtype, shape, bytes), gears, and a drill-down
-  drawing of each (the overview drawing links to them);
 * precision (only with ``npu_adapter_emulate_precision``): mode, ops per dtype, casts, the ops a
   ``modify_mixlist`` edit changed; the node table then has a "Dtype · why" column and the search
   fields ``dtype`` and ``dtype_reason``;
-* the partitioned graph (coloured by cluster; collapsed to clusters and host scopes when large);
 * a node table with search: words match any column, ``field:text`` one column (``name``, ``op``,
-  ``device``, ``cluster``, ``reason``, ``executes``), ``field=text`` an exact value; all words
-  must match. ``device``/``cluster``/``reason`` are the original's placement; ``executes`` is
-  where the node runs on the rewrite's backend (``host (<reason>)`` for device nodes the CPU
-  reference runs in the outer graph, such as variables and the ops on their ref edges).
-  The page opens with a query from its address (``report.html#q=op:Conv2D``); clicking a reason,
-  op type or cluster elsewhere in the page fills the search.
+  ``device``, ``cluster``, ``reason``, ``cause``, ``executes``), ``field=text`` an exact value;
+  all words must match. ``device``/``cluster``/``reason`` are the original's placement;
+  ``cause`` the op (and function) behind a host placement; ``executes`` is where the node runs
+  on the rewrite's backend (``host (<reason>)`` for device nodes the CPU reference runs in the
+  outer graph, such as variables and the ops on their ref edges). The page opens with a query
+  from its address (``report.html#q=op:Conv2D``); clicking a reason, op type or cluster
+  elsewhere in the page fills the search.
 
-The table is built by the page's script from JSON embedded in the page, a page of rows at a time,
-so graphs of 100k nodes stay responsive.
+Every table sorts by a click on a column header (again: reversed; names sort naturally, so
+``GeOp1_2`` comes before ``GeOp1_10``; empty cells stay last). The node table is built by the
+page's script from JSON embedded in the page, a page of rows at a time, so graphs of 100k nodes
+stay responsive; it sorts all matching nodes, not only the rows shown.
 """
 
 import html
@@ -28,6 +37,7 @@ import json
 
 from npu_adapter import __version__
 from npu_adapter.report.drawing import cluster_colors
+from npu_adapter.report.sortable import SORT_SCRIPT
 
 __all__ = ["render_report_html", "format_bytes"]
 
@@ -64,6 +74,11 @@ def _shape(shape):
     if shape is None:
         return "unknown"
     return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def _gear_text(gear):
+    """One gear as ``input:0 (1,16,16,3), mask:0 (1,16)``: each input with its shape."""
+    return ", ".join(f"{name} ({','.join(str(d) for d in dims)})" for name, dims in gear)
 
 
 def _q_link(text, query, title=None):
@@ -110,6 +125,10 @@ def _summary(report):
            "</section>"
 
 
+def _cause_text(causes):
+    return "; ".join(c["text"] for c in causes)
+
+
 def _blockers(report):
     rows = []
     total = max(report["summary"]["nodes"], 1)
@@ -117,20 +136,24 @@ def _blockers(report):
         ops = ", ".join(_q_link(f'{o["op"]} ×{o["count"]}', f'op={o["op"]} reason={b["reason"]}')
                         for o in b["op_types"])
         pct = 100 * b["count"] / total
+        causes = "<br>".join(_e(c["text"]) for c in b.get("causes", ()))
         rows.append(
             f'<tr><td>{_q_link(b["reason"], "reason=" + b["reason"])}</td>'
             f'<td class="n">{b["count"]}</td>'
-            f'<td><div class="mini"><span style="width:{pct:.2f}%"></span></div></td>'
-            f'<td>{_e(b["description"])}</td><td>{ops}</td></tr>')
+            f'<td data-k="{pct:.4f}"><div class="mini"><span style="width:{pct:.2f}%"></span>'
+            f'</div></td><td>{_e(b["description"])}</td><td>{ops}</td>'
+            f'<td class="cause">{causes}</td></tr>')
     if not rows:
         body = "<p>Every node runs on the device.</p>"
     else:
-        body = ('<table><thead><tr><th>Reason</th><th>Nodes</th><th>Share</th>'
-                "<th>What it means</th><th>Op types (most frequent first)</th></tr></thead>"
+        body = ('<table class="sortable" id="blocker-table"><thead><tr><th>Reason</th>'
+                "<th>Nodes</th><th>Share</th><th>What it means</th>"
+                "<th>Op types (most frequent first)</th><th>Caused by</th></tr></thead>"
                 f'<tbody>{"".join(rows)}</tbody></table>')
     return ('<section id="blockers"><h2>What keeps ops off the device</h2>'
-            "<p>Host nodes by reason, most frequent first. Click a reason or an op type to list "
-            f"its nodes.</p>{body}</section>")
+            "<p>Host nodes by reason, most frequent first, and the op (and function) that "
+            "causes each. Click a reason or an op type to list its nodes; click a column to "
+            f"sort.</p>{body}</section>")
 
 
 def _op_types(report):
@@ -142,13 +165,10 @@ def _op_types(report):
                     f'<td class="n">{entry["host"]}</td><td>{reasons}</td></tr>')
     head = ("<thead><tr><th>Op type</th><th>Nodes</th><th>Device</th><th>Host</th>"
             "<th>Host reasons</th></tr></thead>")
-    shown = "".join(rows[:_MAX_OP_ROWS])
-    more = ""
-    if len(rows) > _MAX_OP_ROWS:
-        more = (f"<details><summary>{len(rows) - _MAX_OP_ROWS} more op types</summary>"
-                f'<table>{head}<tbody>{"".join(rows[_MAX_OP_ROWS:])}</tbody></table></details>')
-    return (f'<section id="op-types"><h2>Op types</h2><table>{head}<tbody>{shown}</tbody>'
-            f"</table>{more}</section>")
+    box = ' class="scrollbox"' if len(rows) > _MAX_OP_ROWS else ""
+    return (f'<section id="op-types"><h2>Op types</h2><div{box}>'
+            f'<table class="sortable" id="op-type-table">{head}<tbody>{"".join(rows)}</tbody>'
+            "</table></div></section>")
 
 
 def _tensor_table(records):
@@ -171,17 +191,18 @@ def _clusters(report, cluster_svgs):
     colors = cluster_colors([c["name"] for c in report["clusters"]])
     rows = []
     details = []
-    for c in report["clusters"]:
+    for k, c in enumerate(report["clusters"]):
         fill, stroke = colors[c["name"]]
         swatch = f'<span class="sw" style="background:{fill};border-color:{stroke}"></span>'
         ops = ", ".join(f'{_e(o["op"])} ×{o["count"]}' for o in c["op_types"][:6])
         if len(c["op_types"]) > 6:
             ops += ", …"
-        gears = "; ".join(",".join(str(d) for d in g) for g in c["gears"]) or "–"
+        gears = "; ".join(_gear_text(g) for g in c["gears"]) or "–"
         rows.append(
-            f'<tr><td>{swatch}<a href="#cluster-{_e(c["name"])}">{_e(c["name"])}</a></td>'
+            f'<tr><td data-k="{k}">{swatch}<a href="#cluster-{_e(c["name"])}">'
+            f'{_e(c["name"])}</a></td>'
             f'<td class="n">{_q_link(str(c["size"]), "cluster=" + c["name"], "list its nodes")}'
-            f'</td><td>{ops}</td>'
+            f'</td><td>{ops}</td><td class="sep">{_separators(c)}</td>'
             f'<td class="n">{len(c["inputs"])} · '
             f'{_e(_bytes_text(c["input_bytes"], c["input_bytes_per_example"]))}</td>'
             f'<td class="n">{len(c["outputs"])} · '
@@ -206,13 +227,42 @@ def _clusters(report, cluster_svgs):
             f'<h4>Inputs (host → device)</h4>{_tensor_table(c["inputs"])}'
             f'<h4>Outputs (device → host)</h4>{_tensor_table(c["outputs"])}'
             f"<h4>Drawing</h4>{drawing}</details>")
-    table = ("<table><thead><tr><th>Cluster</th><th>Nodes</th><th>Op types</th>"
+    table = ('<table class="sortable" id="cluster-table"><thead><tr><th>Cluster</th>'
+             "<th>Nodes</th><th>Op types</th><th>Separated from its neighbours by</th>"
              "<th>Inputs · bytes</th><th>Outputs · bytes</th><th>Gears</th></tr></thead>"
              f'<tbody>{"".join(rows)}</tbody></table>')
-    return (f'<section id="clusters"><h2>Clusters</h2>{table}'
+    return (f'<section id="clusters"><h2>Clusters</h2>'
+            "<p>In execution order. Each cluster is cut off from the next by the host nodes "
+            "that feed it (←) and read from it (→), with the reason each stays on the host and "
+            "the op that causes it. Click a column to sort.</p>"
+            f'<div class="scrollbox">{table}</div>'
             "<p>Bytes moved per step: fixed sizes plus per-example sizes times the batch size "
             "where only the batch dim is unknown; ? marks unknown sizes.</p>"
             f'{"".join(details)}</section>')
+
+
+def _separators(cluster):
+    """What separates a cluster from its neighbours (the host nodes on its boundary)."""
+    sep = cluster.get("separators")
+    if not sep:
+        return ""
+    lines = []
+    for arrow, key in (("←", "inputs"), ("→", "outputs")):
+        for s in sep[key]:
+            why = s["reason"] + (f': {s["cause"]}' if s["cause"] and s["cause"] != s["op"]
+                                 else "")
+            lines.append(f'{arrow} {_e(s["op"])} {_q_link(s["node"], "name=" + s["node"])} '
+                         f'<span class="dim">({_e(why)})</span>')
+        more = sep[key + "_count"] - len(sep[key])
+        if more > 0:
+            lines.append(f"{arrow} and {more} more host node(s)")
+    for arrow, key, word in (("←", "clusters_in", "from"), ("→", "clusters_out", "to")):
+        if sep[key]:
+            lines.append(f'{arrow} direct edge {word} '
+                         + ", ".join(f'<a href="#cluster-{_e(n)}">{_e(n)}</a>' for n in sep[key]))
+    if sep["fetched"]:
+        lines.append("→ fetched: " + _e(", ".join(sep["fetched"])))
+    return "<br>".join(lines) or '<span class="dim">nothing: it has no neighbour</span>'
 
 
 def _precision(report):
@@ -254,8 +304,8 @@ def _precision(report):
 def _graph(partition_svg, drawing, renderer):
     if partition_svg is None:
         return ""
-    note = ("The graph is large: each box is a cluster or a host name scope; click a cluster "
-            "for its drawing." if drawing.collapsed else
+    note = (f"The graph is large: {drawing.summary}; click a cluster for its drawing."
+            if drawing.collapsed else
             "Clusters are coloured groups; host nodes are grey; dashed arrows are control edges.")
     return (f'<section id="graph"><h2>Partitioned graph</h2><p>{_e(note)} '
             f'<span class="dim">Layout: {_e(renderer)}. Also in graph/{_e(drawing.name)}.svg '
@@ -287,13 +337,17 @@ def _table_data(report):
     reason_index = {code: k for k, code in enumerate(reasons)}
     colors = cluster_colors(clusters)
     rows = []
+    causes = {}     # cause text → index
     precision = {}  # "dtype|reason|detail" → index, when the report has a precision section
     for name, info in report["nodes"].items():
         # Field 5: the reason the node runs on the host here although the original places it
-        # on the device (-1: it runs where it is placed); field 6: its precision decision.
+        # on the device (-1: it runs where it is placed); field 6: the op (and function) that
+        # causes a host placement; field 7: its precision decision.
+        cause = info.get("cause")
         row = [name, info["op"], 1 if info["device"] == "npu" else 0,
                cluster_index.get(info["cluster"], -1), reason_index.get(info["reason"], -1),
-               reason_index.get(info.get("executes_reason"), -1)]
+               reason_index.get(info.get("executes_reason"), -1),
+               causes.setdefault(cause, len(causes)) if cause else -1]
         if "precision" in report:
             decision = info.get("precision")
             key = (decision["dtype"], decision["reason"], decision["detail"]) if decision else None
@@ -304,6 +358,7 @@ def _table_data(report):
         "colors": [colors[c][0] for c in clusters],
         "reasons": reasons,
         "descriptions": [report["reasons"][r] for r in reasons],
+        "causes": list(causes),
         "nodes": rows,
     }
     if "precision" in report:
@@ -354,6 +409,11 @@ border-radius:6px}
 td.dev-npu{color:var(--npu);font-weight:600}td.dev-host{color:#666}
 #more{margin:8px 0}
 footer{color:#888;font-size:12px;padding:0 24px 20px}
+table.sortable th,#nodes th{cursor:pointer;user-select:none;white-space:nowrap}
+th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
+.scrollbox{max-height:70vh;overflow:auto}
+td.sep,td.cause{font-size:12.5px;max-width:620px;overflow-wrap:anywhere}
+#node-rows td:nth-child(4){white-space:nowrap}
 """
 
 _JS = r"""
@@ -362,17 +422,18 @@ _JS = r"""
 var data=JSON.parse(document.getElementById("report-data").textContent);
 var PAGE=500,limit=PAGE,matches=[];
 var DEV=["host","npu"];
-var FIELDS=["name","op","device","cluster","reason","executes","dtype","dtype_reason"];
+var FIELDS=["name","op","device","cluster","reason","executes","dtype","dtype_reason","cause"];
 var PREC=data.precision||null;
 var q=document.getElementById("search"),body=document.getElementById("node-rows");
 var count=document.getElementById("match-count"),more=document.getElementById("more");
-function fields(r){var p=PREC&&r[6]>=0?PREC[r[6]]:null;
+function fields(r){var p=PREC&&r[7]>=0?PREC[r[7]]:null;
   return [r[0],r[1],DEV[r[2]],r[3]<0?"":data.clusters[r[3]],
   r[4]<0?"":data.reasons[r[4]],r[5]<0?DEV[r[2]]:"host ("+data.reasons[r[5]]+")",
-  p?p[0]:"",p?p[1]:""];}
+  p?p[0]:"",p?p[1]:"",r[6]<0?"":data.causes[r[6]]];}
 function parse(text){
   return text.trim().split(/\s+/).filter(Boolean).map(function(tok){
-    var m=/^(name|op|device|cluster|reason|executes|dtype|dtype_reason)([:=])(.*)$/i.exec(tok);
+    var m=/^(name|op|device|cluster|reason|executes|dtype|dtype_reason|cause)([:=])(.*)$/i
+      .exec(tok);
     if(m){return {f:FIELDS.indexOf(m[1].toLowerCase()),exact:m[2]==="=",v:m[3].toLowerCase()};}
     return {f:-1,exact:false,v:tok.toLowerCase()};});
 }
@@ -393,9 +454,10 @@ function render(){
     if(r[3]>=0){var sw=document.createElement("span");sw.className="sw";
       sw.style.background=data.colors[r[3]];c.insertBefore(sw,c.firstChild);}
     var rc=cell(tr,v[4]);if(r[4]>=0)rc.title=data.descriptions[r[4]];
+    cell(tr,v[8],"cause");
     var ec=cell(tr,v[5],r[5]<0?"dev-"+v[2]:"dev-host");
     if(r[5]>=0)ec.title=data.descriptions[r[5]];
-    if(PREC){var dc=cell(tr,v[6]?v[6]+" · "+v[7]:"");if(r[6]>=0)dc.title=PREC[r[6]][2];}
+    if(PREC){var dc=cell(tr,v[6]?v[6]+" · "+v[7]:"");if(r[7]>=0)dc.title=PREC[r[7]][2];}
     frag.appendChild(tr);
   }
   body.appendChild(frag);
@@ -403,6 +465,33 @@ function render(){
     (matches.length>n?" (showing "+n+")":"");
   more.style.display=matches.length>n?"":"none";
 }
+// Sorting: a click on a column header sorts the matching nodes by it (again: reversed); text
+// sorts naturally (GeOp1_2 before GeOp1_10), the cluster column by cluster order.
+var sortCol=-1,sortDesc=false;
+var COLUMN_FIELD=[0,1,2,3,4,8,5,6];
+function chunks(text){return (text.toLowerCase().match(/\d+|\D+/g)||[]).map(function(c){
+  return /^\d/.test(c)?{n:parseInt(c,10)}:{s:c};});}
+function natural(a,b){
+  for(var i=0;i<Math.min(a.length,b.length);i++){var x=a[i],y=b[i];
+    if("n" in x&&"n" in y){if(x.n!==y.n)return x.n-y.n;}
+    else if("n" in x)return -1;else if("n" in y)return 1;
+    else if(x.s!==y.s)return x.s<y.s?-1:1;}
+  return a.length-b.length;}
+function sortMatches(){
+  if(sortCol<0)return;
+  var f=COLUMN_FIELD[sortCol],keys={};
+  matches.forEach(function(i){var r=data.nodes[i],v=fields(r);
+    keys[i]=f===3?[{n:r[3]<0?1e9:r[3]}]:chunks(f===6?v[6]+" "+v[7]:v[f]);});
+  matches.sort(function(a,b){
+    var blank=(keys[a].length===0)-(keys[b].length===0);   // empty cells last, both ways
+    if(blank)return blank;
+    var c=natural(keys[a],keys[b]);if(!c)c=a-b;return sortDesc?-c:c;});
+}
+var heads=document.querySelectorAll("#nodes thead th");
+heads.forEach(function(th,col){th.addEventListener("click",function(){
+  sortDesc=sortCol===col?!sortDesc:false;sortCol=col;
+  heads.forEach(function(h){h.classList.remove("asc","desc");});
+  th.classList.add(sortDesc?"desc":"asc");limit=PAGE;sortMatches();render();});});
 function run(){
   var toks=parse(q.value);matches=[];limit=PAGE;
   for(var i=0;i<data.nodes.length;i++){
@@ -410,7 +499,7 @@ function run(){
     for(var k=0;k<toks.length&&ok;k++)ok=test(toks[k],v);
     if(ok)matches.push(i);
   }
-  render();
+  sortMatches();render();
 }
 var timer=null;
 q.addEventListener("input",function(){clearTimeout(timer);timer=setTimeout(run,120);});
@@ -431,6 +520,12 @@ window.addEventListener("hashchange",function(){if(openHash())run();});
 var fit=document.getElementById("fit");
 if(fit){fit.addEventListener("click",function(){
   document.getElementById("main-graph").classList.toggle("fit");});}
+// A wide drawing centres its layers: show its first layer in the box, not the empty left.
+var box=document.getElementById("main-graph");
+if(box){var top=null;box.querySelectorAll("g.node rect, g.node polygon, g.node ellipse")
+  .forEach(function(n){var b=n.getBoundingClientRect();if(!top||b.top<top.top-1)top=b;});
+  if(top){var left=top.left-box.getBoundingClientRect().left+box.scrollLeft;
+    if(left+top.width>box.clientWidth)box.scrollLeft=Math.max(0,left-box.clientWidth/3);}}
 openHash();run();
 })();
 """
@@ -459,27 +554,30 @@ def render_report_html(report, *, partition_svg=None, partition_drawing=None, re
         f"<title>Placement report: {_e(name)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<header><h1>Placement report: {_e(name)}</h1><p>{_e(subtitle)}</p></header>",
-        '<nav><a href="#summary">Summary</a><a href="#blockers">Host blockers</a>'
-        '<a href="#op-types">Op types</a><a href="#clusters">Clusters</a>'
-        + ('<a href="#precision">Precision</a>' if report.get("precision") else "")
+        '<nav><a href="#summary">Summary</a>'
         + ('<a href="#graph">Graph</a>' if partition_svg else "")
+        + '<a href="#blockers">Host blockers</a><a href="#clusters">Clusters</a>'
+        '<a href="#op-types">Op types</a>'
+        + ('<a href="#precision">Precision</a>' if report.get("precision") else "")
         + '<a href="#nodes">Nodes</a><a href="#options">Run</a></nav><main>',
         _summary(report),
-        _blockers(report),
-        _op_types(report),
-        _clusters(report, cluster_svgs or {}),
-        _precision(report),
         _graph(partition_svg, partition_drawing, renderer),
+        _blockers(report),
+        _clusters(report, cluster_svgs or {}),
+        _op_types(report),
+        _precision(report),
         '<section id="nodes"><h2>Nodes</h2><div class="tools">'
         '<input id="search" type="search" autocomplete="off" spellcheck="false" '
-        'placeholder="Search: words, or name: op: device: cluster: reason: executes: '
+        'placeholder="Search: words, or name: op: device: cluster: reason: cause: executes: '
         '(= for exact)" '
         'aria-label="Search nodes">'
         '<span id="match-count" class="dim"></span></div>'
         "<noscript><p>The node table needs JavaScript; placement.json has the same data.</p>"
         "</noscript>"
+        '<p class="dim">Click a column to sort.</p>'
         "<table><thead><tr><th>Name</th><th>Op</th><th>Device</th><th>Cluster</th>"
-        '<th>Reason</th><th title="where the node runs on this backend">Executes</th>'
+        '<th>Reason</th><th title="the op (and function) behind a host placement">Cause</th>'
+        '<th title="where the node runs on this backend">Executes</th>'
         + ("<th>Dtype · why</th>" if report.get("precision") else "")
         + '</tr></thead><tbody id="node-rows"></tbody></table>'
         '<button type="button" id="more">Show more</button></section>',
@@ -488,7 +586,7 @@ def render_report_html(report, *, partition_svg=None, partition_drawing=None, re
         f"<footer>npu-adapter {_e(__version__)} · {_e(REPORT_NOTE)}</footer>",
         f'<script type="application/json" id="report-data">{_script_json(_table_data(report))}'
         "</script>",
-        f"<script>{_JS}</script>",
+        f"<script>{_JS}{SORT_SCRIPT}</script>",
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

@@ -21,6 +21,8 @@ _MARGIN = 16
 _CHAR_W = 6.4
 _MAX_LABEL = 34
 _SWEEPS = 4
+_LEGEND_MAX_W = 1200
+_LEGEND_ROW_H = 18
 
 
 def _back_edges(n, succ):
@@ -124,6 +126,21 @@ def layered_positions(n, edges, groups=None):
     return layer, order
 
 
+def _legend_positions(groups, max_width):
+    """``(positions, width, height)`` of the legend entries laid out in rows of at most
+    ``max_width`` pixels; positions are relative to the legend's top left corner."""
+    positions, x, y, width = [], 0.0, 0.0, 0.0
+    for group in groups:
+        entry = 16 + len(group.label) * _CHAR_W + 18
+        if x > 0 and x + entry > max_width:
+            x, y = 0.0, y + _LEGEND_ROW_H
+        positions.append((x, y))
+        x += entry
+        width = max(width, x)
+    height = y + _LEGEND_ROW_H + 6 if groups else 0
+    return positions, width, height
+
+
 def _short(text):
     return text if len(text) <= _MAX_LABEL else "…" + text[-(_MAX_LABEL - 1):]
 
@@ -150,8 +167,10 @@ def render_svg(drawing):
     for i in sorted(range(len(nodes)), key=lambda i: (layer[i], order[i])):
         rows[layer[i]].append(i)
     row_width = [sum(widths[i] for i in row) + _NODE_GAP * max(len(row) - 1, 0) for row in rows]
-    legend_h = 22 if drawing.groups else 0
-    legend_w = sum(16 + len(g.label) * _CHAR_W + 18 for g in drawing.groups)
+    # The legend wraps at the width of a screen, so that it neither sets the drawing's width
+    # (the graph would sit far to the right of it) nor pushes the graph out of the first screen.
+    legend_max = _LEGEND_MAX_W
+    legend_at, legend_w, legend_h = _legend_positions(drawing.groups, legend_max)
     total_w = max([300.0, legend_w] + row_width) + 2 * _MARGIN
     x = [0.0] * len(nodes)
     y = [0.0] * len(nodes)
@@ -171,12 +190,13 @@ def render_svg(drawing):
         'markerHeight="6" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
         'fill="#777"/></marker></defs>',
     ]
-    lx = _MARGIN
-    for group in drawing.groups:
-        out.append(f'<rect x="{_fmt(lx)}" y="{_MARGIN - 2}" width="12" height="12" rx="2" '
+    out.append('<g class="legend">')
+    for group, (lx, ly) in zip(drawing.groups, legend_at):
+        lx, ly = lx + _MARGIN, ly + _MARGIN
+        out.append(f'<rect x="{_fmt(lx)}" y="{_fmt(ly - 2)}" width="12" height="12" rx="2" '
                    f'fill="{group.fill}" stroke="{group.stroke}"/>')
-        out.append(f'<text x="{_fmt(lx + 16)}" y="{_MARGIN + 8}">{escape(group.label)}</text>')
-        lx += 16 + len(group.label) * _CHAR_W + 18
+        out.append(f'<text x="{_fmt(lx + 16)}" y="{_fmt(ly + 8)}">{escape(group.label)}</text>')
+    out.append("</g>")
     out.append('<g class="edges" fill="none" stroke="#777" stroke-width="1">')
     for edge in drawing.edges:
         if edge.src not in index or edge.dst not in index:

@@ -12,15 +12,19 @@ graph the rewrite received into a dict (written as ``placement.json`` by ``dump_
         "boundary": {"inputs", "outputs", "bytes", "bytes_per_example",
                      "tensors_of_unknown_size"},
         "by_reason":     [{"reason", "device", "count", "description"}, ...],
-        "host_blockers": [{"reason", "count", "description", "op_types": [{"op", "count"}]}, ...],
+        "host_blockers": [{"reason", "count", "description", "op_types": [{"op", "count"}],
+                           "causes": [{"op", "count", "functions", "nodes", "text"}]}, ...],
         "by_op_type":    [{"op", "count", "npu", "host", "host_reasons": {code: count}}, ...]
       },
       "clusters": [{"name", "op", "size", "op_types", "inputs": [tensor record], "outputs": [...],
                     "input_bytes", "input_bytes_per_example", "output_bytes",
                     "output_bytes_per_example", "gears", "nodes": [...],
                     "executed_on_host": [...], "calls": [...],
+                    "separators": {"inputs": [...], "outputs": [...], "clusters_in": [...],
+                                   "clusters_out": [...], "fetched": [...]},
                     "compile": {"status", "reason", "detail"}}, ...],   # xla backend only
-      "nodes": {name: {"op", "device", "cluster", "reason", "executes"}, ...},   # graph order
+      "nodes": {name: {"op", "device", "cluster", "reason", "executes",
+                       "cause"}, ...},                    # graph order; cause: host nodes
       "reasons": {code: description}                                  # codes used above
     }
 
@@ -37,6 +41,14 @@ in a float dtype also has ``"precision": {"dtype", "original", "reason", "detail
 report has a ``"precision"`` section (:func:`precision_section`): mode, ops per dtype, casts
 inserted, ops whose dtype a ``modify_mixlist`` edit changed, and the reason codes used.
 
+Every host node has a ``cause``: the op (and function) behind its reason, as
+:mod:`npu_adapter.report.causes` finds it (``"OptionalFromValue in model_bn_cond_true_12"``);
+each host blocker ranks its causes. Each cluster's ``separators`` say what separates it from its
+neighbours: the host nodes that feed it (``inputs``) and read from it (``outputs``), each
+``{"node", "op", "reason", "cause"}`` (at most :data:`MAX_SEPARATORS`, with ``*_count`` the
+totals), the clusters joined to it by a direct edge (kept apart although adjacent), and its
+fetched outputs.
+
 Lists are ordered most frequent first (ties by name), so ``host_blockers[0]`` is what keeps the
 most ops off the device. Tensor records are described in :mod:`npu_adapter.report.shapes`. Sizes
 add up: a cluster's ``input_bytes`` is the sum of the inputs' known ``bytes`` (``null`` when none
@@ -50,8 +62,9 @@ JSON, byte for byte.
 
 import json
 
-from npu_adapter.graph.names import parse_tensor_name
+from npu_adapter.graph.names import parse_input, parse_tensor_name
 from npu_adapter.graph.types import node_output_types
+from npu_adapter.report.causes import CONSUMER_REASONS, FunctionSupport, host_causes
 from npu_adapter.report.shapes import static_shapes, tensor_record
 from npu_adapter.vocabulary import (
     DEVICE_HOST,
@@ -68,6 +81,9 @@ __all__ = ["REPORT_FORMAT", "placement_report", "report_json", "boundary_dtypes"
 
 REPORT_FORMAT = "npu_adapter.placement/1"
 _TOP_OP_TYPES = 10
+MAX_SEPARATORS = 5
+"""At most this many host nodes per side are listed in a cluster's ``separators``."""
+_TOP_CAUSES = 5
 
 
 def _jsonable(value):
@@ -210,6 +226,96 @@ def _merged_status(statuses):
     return merged
 
 
+def _function_support(graph_def, backend, config):
+    """A :class:`~npu_adapter.report.causes.FunctionSupport` for the graph's library under the
+    backend and options of the rewrite, or None when the backend is unknown here."""
+    if not len(graph_def.library.function):
+        return None
+    from npu_adapter.api import as_npu_config
+    from npu_adapter.backends import get_backend
+
+    if backend is None or isinstance(backend, str):
+        try:
+            backend = get_backend(backend or "cpu")
+        except (KeyError, ValueError):
+            return None
+    npu_config = as_npu_config(config)
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    return FunctionSupport(functions, backend.op_support(npu_config), backend,
+                           npu_config.mix_compile_mode)
+
+
+def _blocker_causes(reason, names, nodes):
+    """The causes of the host nodes of ``reason``, most frequent first."""
+    ranked = {}
+    for name in names:
+        cause = nodes[name].get("cause")
+        if cause is None:
+            continue
+        entry = ranked.setdefault(cause["op"], {"op": cause["op"], "count": 0, "functions": [],
+                                                "nodes": []})
+        entry["count"] += 1
+        for key, value in (("functions", cause["function"]), ("nodes", cause["node"])):
+            if value and value not in entry[key]:
+                entry[key].append(value)
+    causes = sorted(ranked.values(), key=lambda e: (-e["count"], e["op"]))[:_TOP_CAUSES]
+    for entry in causes:
+        functions, neighbours = entry["functions"], entry["nodes"]
+        if len(functions) == 1:
+            entry["text"] = f'{entry["op"]} in {functions[0]}'
+        elif functions:
+            more = f" and {len(functions) - 2} more" if len(functions) > 2 else ""
+            entry["text"] = (f'{entry["op"]} in {len(functions)} functions: '
+                             f'{", ".join(functions[:2])}{more}')
+        elif neighbours:
+            where = "feeding only host ops" if reason in CONSUMER_REASONS else "next to host ops"
+            entry["text"] = (f'{where}: {entry["op"]} ({entry["count"]} nodes; e.g. '
+                             f'{neighbours[0]})')
+        else:
+            entry["text"] = f'{entry["op"]} ×{entry["count"]}'
+        entry["functions"], entry["nodes"] = functions[:10], neighbours[:10]
+    return causes
+
+
+def _separators(clusters, graph_def, nodes, fetches):
+    """Per cluster (by name): the host nodes and clusters on its boundary (see the module
+    docstring)."""
+    records = {c["name"]: {"inputs": {}, "outputs": {}, "clusters_in": [], "clusters_out": [],
+                           "fetched": []} for c in clusters}
+    member_of = {}
+    for c in clusters:
+        for name in c["nodes"]:
+            member_of.setdefault(name, c["name"])
+    for node in graph_def.node:
+        dst = member_of.get(node.name)
+        for text in node.input:
+            src_name, _, _ = parse_input(text)
+            src = member_of.get(src_name)
+            if src == dst or src_name not in nodes or node.name not in nodes:
+                continue
+            if src is not None and dst is not None:   # adjacent clusters kept apart
+                if src not in records[dst]["clusters_in"]:
+                    records[dst]["clusters_in"].append(src)
+                if dst not in records[src]["clusters_out"]:
+                    records[src]["clusters_out"].append(dst)
+            elif dst is not None:                      # into the cluster from outside
+                if nodes[src_name]["device"] == DEVICE_HOST:
+                    records[dst]["inputs"].setdefault(src_name, None)
+            elif nodes[node.name]["device"] == DEVICE_HOST:   # out of the cluster
+                records[src]["outputs"].setdefault(node.name, None)
+    fetched = {parse_tensor_name(f)[0]: f for f in fetches}
+    for c in clusters:
+        rec = records[c["name"]]
+        rec["fetched"] = [fetched[n] for n in c["nodes"] if n in fetched]
+        for key in ("inputs", "outputs"):
+            names = list(rec[key])
+            rec[key + "_count"] = len(names)
+            rec[key] = [{"node": n, "op": nodes[n]["op"], "reason": nodes[n]["reason"],
+                         "cause": nodes[n].get("cause", {}).get("text", "")}
+                        for n in names[:MAX_SEPARATORS]]
+    return records
+
+
 def placement_report(result, graph_def, *, model=None, backend=None, config=None, fetches=(),
                      feeds=(), shapes=True):
     """The placement report of ``result`` (see the module docstring).
@@ -219,7 +325,8 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
         graph_def: the graph the rewrite worked on (the client graph of the run signature);
             gives op types and, imported into TensorFlow, the static shapes at the boundaries.
         model: a name for the model (shown as is; pass a base name, not an absolute path).
-        backend: the backend's name.
+        backend: the backend (name or instance) that did the rewrite: its op list names the
+            ops that keep function calls on the host.
         config: the ``NpuConfig`` used (its explicit options are listed).
         fetches, feeds: the run signature.
         shapes: False skips shape inference (shapes and sizes are then null).
@@ -254,7 +361,13 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
             entry["host_reasons"][reason] = entry["host_reasons"].get(reason, 0) + 1
             per_reason = host_ops_by_reason.setdefault(reason, {})
             per_reason[op] = per_reason.get(op, 0) + 1
+    causes = host_causes(graph_def, nodes, _function_support(graph_def, backend, config))
+    for name, cause in causes.items():
+        nodes[name]["cause"] = cause
     clusters = _cluster_records(result, graph_def, shapes)
+    separators = _separators(clusters, graph_def, nodes, fetches)
+    for cluster in clusters:
+        cluster["separators"] = separators[cluster["name"]]
     total = len(nodes)
     reason_rows = [
         {"reason": reason, "device": device, "count": count,
@@ -262,12 +375,17 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
         for (device, reason), count in sorted(by_reason.items(),
                                               key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))]
     blockers = []
+    host_names = {}
+    for name, info in nodes.items():
+        if info["device"] != DEVICE_NPU:
+            host_names.setdefault(info["reason"], []).append(name)
     for reason, op_counts in host_ops_by_reason.items():
         blockers.append({
             "reason": reason,
             "count": sum(op_counts.values()),
             "description": REASON_DESCRIPTIONS.get(reason, reason),
             "op_types": [{"op": op, "count": n} for op, n in _ranked(op_counts)[:_TOP_OP_TYPES]],
+            "causes": _blocker_causes(reason, host_names[reason], nodes),
         })
     blockers.sort(key=lambda b: (-b["count"], b["reason"]))
     op_rows = []
@@ -285,7 +403,7 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
     report = {
         "format": REPORT_FORMAT,
         "model": model,
-        "backend": backend,
+        "backend": backend if backend is None or isinstance(backend, str) else backend.name,
         "pipeline": result.pipeline,
         "options": options,
         "fetches": list(fetches),
@@ -315,6 +433,8 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
         "nodes": nodes,
         "reasons": {code: REASON_DESCRIPTIONS.get(code, code) for code in used},
     }
+    for name in causes:
+        nodes[name]["cause"] = causes[name]["text"]
     precision = (result.pass_info or {}).get("precision") or {}
     if precision.get("emulation") == "on" and "decisions" in precision:
         report["precision"] = precision_section(precision, nodes)

@@ -1,4 +1,5 @@
-"""Render a ``report.html`` in headless Chromium, write a PNG and check it is not blank.
+"""Render a report page in headless Chromium: a PNG, the DOM after its scripts ran, or the answer
+of a small script run in the page (what a person would see and do).
 
 Usage::
 
@@ -8,16 +9,23 @@ Usage::
 
 Needs Chromium (Debian: ``apt-get install -y chromium``; found as ``chromium``,
 ``chromium-browser`` or ``google-chrome``, or give ``--chromium PATH``). No network is used: the
-report is self-contained. The check decodes the PNG (8-bit RGB/RGBA, with NumPy) and fails
+report is self-contained, and Chromium runs with a fresh profile in a temporary directory and
+without its background services. The check decodes the PNG (8-bit RGB/RGBA, with NumPy) and fails
 (exit 1) when the image has fewer than 16 colours, when less than 2% of its pixels differ from
 the background, or when an ``--expect-color`` (e.g. a cluster's fill colour) is absent.
 ``--dump-dom`` prints the page's DOM after its script ran instead (with ``--query``, the node
 table is filtered by that search first), which is how the tests check the search in a real
-browser.
+browser. :func:`probe` runs a script of the caller's in the page once the page's own scripts ran
+(clicking, measuring) and returns what it returns, as JSON; the page is copied into a temporary
+directory with the script appended, the original is not touched.
 """
 
 import argparse
+import contextlib
+import html
+import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -26,7 +34,9 @@ import tempfile
 import urllib.parse
 import zlib
 
-__all__ = ["find_chromium", "screenshot", "dump_dom", "read_png", "check_png"]
+__all__ = ["find_chromium", "screenshot", "dump_dom", "probe", "read_png", "check_png"]
+
+_PROBE_ID = "npu-adapter-probe"
 
 _NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -50,17 +60,45 @@ def _url(html_path, query=None):
 def _run(chromium, args, timeout):
     with tempfile.TemporaryDirectory(prefix="npu-adapter-chromium-") as profile:
         command = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                   "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars",
-                   "--disable-extensions", "--mute-audio", f"--user-data-dir={profile}", *args]
+                   "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
+                   "--disable-background-networking", "--disable-component-update",
+                   "--disable-sync", "--hide-scrollbars", "--disable-extensions", "--mute-audio",
+                   f"--user-data-dir={profile}", *args]
         return subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+
+
+def _chromium(chromium):
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise FileNotFoundError("Chromium not found (Debian: apt-get install -y chromium)")
+    return chromium
+
+
+@contextlib.contextmanager
+def _page_with_script(html_path, script):
+    """``html_path``, or a copy of it in a temporary directory with ``script`` run after the
+    page's own scripts (appended at the end of its body)."""
+    if not script:
+        yield html_path
+        return
+    with open(html_path, encoding="utf-8") as f:
+        text = f.read()
+    tag = f"<script>{script}</script>"
+    at = text.rfind("</body>")
+    text = text[:at] + tag + text[at:] if at >= 0 else text + tag
+    with tempfile.TemporaryDirectory(prefix="npu-adapter-page-") as directory:
+        copy = os.path.join(directory, os.path.basename(html_path))
+        with open(copy, "w", encoding="utf-8") as f:
+            f.write(text)
+        yield copy
 
 
 def screenshot(html_path, png_path, width=1400, height=2400, chromium=None, query=None,
                timeout=120):
-    """Write a ``width`` x ``height`` screenshot of ``html_path`` to ``png_path``."""
-    chromium = chromium or find_chromium()
-    if chromium is None:
-        raise FileNotFoundError("Chromium not found (Debian: apt-get install -y chromium)")
+    """Write a ``width`` x ``height`` screenshot of the top of ``html_path`` to ``png_path``
+    (headless Chromium paints nothing of a page scrolled by a script: a taller window shows
+    more)."""
+    chromium = _chromium(chromium)
     if os.path.exists(png_path):
         os.remove(png_path)
     done = _run(chromium, [f"--window-size={width},{height}",
@@ -72,13 +110,36 @@ def screenshot(html_path, png_path, width=1400, height=2400, chromium=None, quer
     return png_path
 
 
-def dump_dom(html_path, query=None, chromium=None, timeout=120):
-    """The DOM of the page after its script ran (serialised HTML)."""
-    chromium = chromium or find_chromium()
-    if chromium is None:
-        raise FileNotFoundError("Chromium not found (Debian: apt-get install -y chromium)")
-    done = _run(chromium, ["--dump-dom", _url(html_path, query)], timeout)
+def dump_dom(html_path, query=None, chromium=None, timeout=120, width=1400, height=1000,
+             script=None):
+    """The DOM of the page after its scripts (and ``script``, if given) ran, as HTML text."""
+    chromium = _chromium(chromium)
+    with _page_with_script(html_path, script) as page:
+        done = _run(chromium, [f"--window-size={width},{height}", "--dump-dom",
+                               _url(page, query)], timeout)
     return done.stdout.decode("utf-8", "replace")
+
+
+def probe(html_path, script, *, width=1400, height=1000, query=None, chromium=None,
+          timeout=120):
+    """Run ``script`` in the page once its own scripts ran and return its result.
+
+    ``script`` is the body of a JavaScript function (``return {...};``): it may click and
+    measure (layout is computed when asked for); what it returns is serialised with
+    ``JSON.stringify`` and parsed back. An exception in it is raised here as RuntimeError.
+    """
+    wrapper = ("(function(){var out;try{out={value:(function(){" + script + "})()};}"
+               "catch(e){out={error:String(e&&e.stack||e)};}"
+               f"var p=document.createElement('pre');p.id='{_PROBE_ID}';"
+               "p.textContent=JSON.stringify(out);document.body.appendChild(p);})();")
+    dom = dump_dom(html_path, query, chromium, timeout, width, height, wrapper)
+    found = re.search(f'<pre id="{_PROBE_ID}">(.*?)</pre>', dom, re.S)
+    if found is None:
+        raise RuntimeError(f"{html_path}: the probe left no answer in the page")
+    answer = json.loads(html.unescape(found.group(1)))
+    if "error" in answer:
+        raise RuntimeError(f"{html_path}: the probe failed: {answer['error']}")
+    return answer["value"]
 
 
 def _paeth(a, b, c):
@@ -176,7 +237,8 @@ def main(argv=None):
     parser.add_argument("--chromium", help="Chromium executable")
     args = parser.parse_args(argv)
     if args.dump_dom:
-        sys.stdout.write(dump_dom(args.report, args.query, args.chromium))
+        sys.stdout.write(dump_dom(args.report, args.query, args.chromium, width=args.width,
+                                  height=args.height))
         return 0
     png = args.png or os.path.splitext(args.report)[0] + ".png"
     screenshot(args.report, png, args.width, args.height, args.chromium, args.query)

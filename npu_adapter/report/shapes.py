@@ -27,10 +27,10 @@ def dtype_size(dtype):
     dtype = base_type(dtype)
     if dtype in _NO_FIXED_SIZE:
         return None
-    from tensorflow.python.framework import dtypes
+    import tensorflow as tf
 
     try:
-        size = dtypes.as_dtype(dtype).size
+        size = tf.as_dtype(dtype).size
     except (TypeError, ValueError):
         return None
     return size or None

@@ -1,15 +1,17 @@
-"""Small building blocks for self-contained HTML pages: sortable tables and SVG bar/line charts.
+"""Small building blocks for self-contained HTML pages: sortable tables, SVG bar charts and
+per-op charts.
 
 The dump comparison page and the profiling report share them. No network access is needed:
 the CSS and the script are inline. Clicking a column header sorts the table by that column
-(numbers numerically, text alphabetically; again to reverse); each cell may carry a sort key.
+(numbers numerically, text naturally: ``GeOp1_2`` before ``GeOp1_10``; again to reverse); each
+cell may carry a sort key.
 """
 
 import html
 import math
 
-__all__ = ["BASE_CSS", "SORT_SCRIPT", "bar_chart_svg", "escape", "line_chart_svg", "page",
-           "sortable_table"]
+__all__ = ["BASE_CSS", "FOCUS_SCRIPT", "SORT_SCRIPT", "bar_chart_svg", "escape", "op_chart_svg",
+           "page", "sortable_table"]
 
 BASE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;
@@ -36,15 +38,29 @@ code{background:#f1f3f7;padding:1px 4px;border-radius:3px}
 
 SORT_SCRIPT = r"""
 (function(){
+  // Text sorts naturally: runs of digits compare as numbers (GeOp1_2 before GeOp1_10).
+  function chunks(text){
+    return (text.toLowerCase().match(/\d+|\D+/g) || []).map(function(c){
+      return /^\d/.test(c) ? {n: parseInt(c, 10)} : {s: c}; });
+  }
+  function natural(a, b){
+    for (var i = 0; i < Math.min(a.length, b.length); i++){
+      var x = a[i], y = b[i];
+      if ('n' in x && 'n' in y){ if (x.n !== y.n) return x.n - y.n; }
+      else if ('n' in x) return -1; else if ('n' in y) return 1;
+      else if (x.s !== y.s) return x.s < y.s ? -1 : 1;
+    }
+    return a.length - b.length;
+  }
   function key(cell){
     var k = cell.getAttribute('data-k'); if (k === null) k = cell.textContent;
     var n = parseFloat(k); return (k !== '' && isFinite(n) && /^[-+0-9.eE]+$/.test(k.trim()))
-      ? {n: n} : {s: k.toLowerCase()};
+      ? {n: n} : {s: chunks(k)};
   }
   function cmp(a, b){
     if ('n' in a && 'n' in b) return a.n - b.n;
     if ('n' in a) return -1; if ('n' in b) return 1;
-    return a.s < b.s ? -1 : a.s > b.s ? 1 : 0;
+    return natural(a.s, b.s);
   }
   document.querySelectorAll('table.sortable').forEach(function(table){
     var heads = table.querySelectorAll('thead th');
@@ -56,7 +72,10 @@ SORT_SCRIPT = r"""
         var body = table.tBodies[0];
         var rows = Array.prototype.slice.call(body.rows);
         rows.sort(function(r1, r2){
-          var c = cmp(key(r1.cells[col]), key(r2.cells[col]));
+          var a = key(r1.cells[col]), b = key(r2.cells[col]);
+          var blank = (!!a.s && !a.s.length) - (!!b.s && !b.s.length);   // empty cells last
+          if (blank) return blank;
+          var c = cmp(a, b);
           return desc ? -c : c;
         });
         rows.forEach(function(r){ body.appendChild(r); });
@@ -100,79 +119,96 @@ def sortable_table(table_id, columns, rows, row_classes=None, numeric=()):
     return "".join(out)
 
 
-def _ticks(low, high, count=5):
-    if high <= low:
-        return [low]
-    step = (high - low) / (count - 1)
-    return [low + k * step for k in range(count)]
+def _short(text, limit=40):
+    return text if len(text) <= limit else "\u2026" + text[-(limit - 1):]
 
 
-def line_chart_svg(series, *, width=900, height=260, x_label="", y_label="", log_y=False,
-                   markers=()):
-    """An SVG chart of one or more series of points drawn as dots joined by lines.
+def op_chart_svg(points, *, threshold=1.0, y_label="", marker=None, step=14, height=230,
+                 floor=1e-4):
+    """An SVG chart of one value per op, in execution order, each op named under the x axis.
 
-    ``series`` is a list of ``(name, colour, points)``, a point ``(x, y)`` or ``(x, y, label)``
-    (the label is the dot's tooltip); ``log_y`` plots log10(y) (y <= 0 are drawn at the
-    bottom); ``markers`` are ``(x, label)`` vertical lines (e.g. the first divergence).
+    Args:
+        points: ``(name, value, state, tooltip)`` per op; ``value`` >= 0 (None for
+            ``nonfinite``); ``state`` ``"ok"``, ``"bad"`` or ``"nonfinite"``.
+        threshold: drawn as a dashed line; values are on a log scale.
+        y_label: the axis title.
+        marker: index of the op to mark (a red line; its name in bold red).
+        step: pixels per op (the chart grows to the right; the page scrolls it).
+        height: height of the plot area.
+        floor: values below it (0 included) are drawn at it.
+
+    ``nonfinite`` points are drawn as crosses on a band above the plot, labelled inf/nan: they
+    have no finite value, and they are what a person looks for first.
     """
-    left, right, top, bottom = 64, 16, 16, 44
-    series = [(name, colour, [(p[0], p[1], p[2] if len(p) > 2 else "") for p in points])
-              for name, colour, points in series]
-    xs = [p[0] for _, _, pts in series for p in pts] or [0]
-    ys = [_y(p[1], log_y) for _, _, pts in series for p in pts
-          if _y(p[1], log_y) is not None]
-    x0, x1 = min(xs), max(max(xs), min(xs) + 1)
-    y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
-    if y1 - y0 < 1e-12:
-        y0, y1 = y0 - 1, y1 + 1
+    left, right, top, band = 70, 24, 10, 26
+    names = [_short(p[0]) for p in points]
+    label_room = int(max([len(n) for n in names] + [4]) * 5.4 * 0.8) + 16
+    width = left + right + max(step * len(points), 480)
+    plot_top = top + band
+    plot_bottom = plot_top + height
+    total_h = plot_bottom + label_room + 8
+    logs = [math.log10(max(p[1], floor)) for p in points if p[1] is not None]
+    t = math.log10(threshold)
+    y0 = math.floor(min(logs + [t - 2]))
+    y1 = math.ceil(max(logs + [t + 1]))
 
-    def px(x):
-        return left + (x - x0) / (x1 - x0) * (width - left - right)
+    def px(i):
+        return left + step * (i + 0.5)
 
-    def py(y):
-        value = _y(y, log_y)
-        value = y0 if value is None else value
-        return top + (1 - (value - y0) / (y1 - y0)) * (height - top - bottom)
+    def py(value):
+        v = math.log10(max(value, floor))
+        return plot_bottom - (v - y0) / (y1 - y0) * height
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-size="11" font-family="sans-serif">',
-           f'<rect x="{left}" y="{top}" width="{width - left - right}" '
-           f'height="{height - top - bottom}" fill="#fff" stroke="#c9d1dd"/>']
-    for t in _ticks(y0, y1):
-        y = top + (1 - (t - y0) / (y1 - y0)) * (height - top - bottom)
-        label = f"1e{t:.0f}" if log_y else f"{t:.3g}"
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="opchart" width="{width}" '
+           f'height="{total_h}" viewBox="0 0 {width} {total_h}" font-size="10" '
+           'font-family="sans-serif">',
+           f'<rect x="{left}" y="{plot_top}" width="{width - left - right}" height="{height}" '
+           'fill="#fff" stroke="#c9d1dd"/>',
+           f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{band - 4}" '
+           'fill="#fdecec"/>',
+           f'<text x="{left - 6}" y="{top + band / 2 + 2}" text-anchor="end" fill="#b00020">'
+           "inf/nan</text>"]
+    for k in range(y0, y1 + 1):
+        y = plot_bottom - (k - y0) / (y1 - y0) * height
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" '
-                   f'stroke="#eef1f5"/><text x="{left - 6}" y="{y + 4:.1f}" '
-                   f'text-anchor="end">{escape(label)}</text>')
-    for x, label in markers:
-        out.append(f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" '
-                   f'y2="{height - bottom}" stroke="#d33" stroke-dasharray="4 3"/>'
-                   f'<text x="{px(x) + 4:.1f}" y="{top + 12}" fill="#b00">{escape(label)}</text>')
-    for k, (name, colour, points) in enumerate(series):
-        if not points:
-            continue
-        path = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}"
-                        for i, (x, y, _) in enumerate(points))
-        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
-        out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}">'
-                f"<title>{escape(label or x)}: {escape(name)} {escape(f'{y:.4g}')}</title>"
-                "</circle>" for x, y, label in points]
-        out.append(f'<rect x="{left + 10 + 170 * k}" y="{height - 16}" width="10" height="10" '
-                   f'fill="{colour}"/><text x="{left + 24 + 170 * k}" y="{height - 7}">'
-                   f"{escape(name)}</text>")
-    out.append(f'<text x="{width - right}" y="{height - 22}" text-anchor="end">'
-               f"{escape(x_label)}</text>")
-    out.append(f'<text x="12" y="{top + 4}" transform="rotate(90 12 {top + 4})">'
-               f"{escape(y_label)}</text></svg>")
+                   f'stroke="#eef1f5"/><text x="{left - 6}" y="{y + 3:.1f}" '
+                   f'text-anchor="end">1e{k}</text>')
+    ty = py(threshold)
+    out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" '
+               'stroke="#b00020" stroke-dasharray="5 3"/>'
+               f'<text x="{left + 4}" y="{ty - 3:.1f}" fill="#b00020">threshold</text>')
+    if marker is not None:
+        mx = px(marker)
+        out.append(f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{top}" y2="{plot_bottom}" '
+                   'stroke="#d33" stroke-width="2" stroke-dasharray="4 3"/>')
+    path = " ".join(f"{'M' if k == 0 else 'L'}{px(i):.1f},{py(p[1]):.1f}"
+                    for k, (i, p) in enumerate((i, p) for i, p in enumerate(points)
+                                               if p[1] is not None))
+    if path:
+        out.append(f'<path d="{path}" fill="none" stroke="#c5cbd6" stroke-width="1"/>')
+    for i, (name, value, state, tooltip) in enumerate(points):
+        x = px(i)
+        tip = f"<title>{escape(tooltip or name)}</title>"
+        if state == "nonfinite":
+            y = top + (band - 4) / 2
+            out.append(f'<g class="pt nonfinite" stroke="#b00020" stroke-width="2">{tip}'
+                       f'<line x1="{x - 4:.1f}" y1="{y - 4:.1f}" x2="{x + 4:.1f}" '
+                       f'y2="{y + 4:.1f}"/><line x1="{x - 4:.1f}" y1="{y + 4:.1f}" '
+                       f'x2="{x + 4:.1f}" y2="{y - 4:.1f}"/></g>')
+        else:
+            colour = "#d0533f" if state == "bad" else "#3f8f4f"
+            out.append(f'<circle class="pt {escape(state)}" cx="{x:.1f}" cy="{py(value):.1f}" '
+                       f'r="3.5" fill="{colour}">{tip}</circle>')
+        ly = plot_bottom + 8
+        style = ' fill="#b00020" font-weight="bold"' if i == marker else (
+            ' fill="#b00020"' if state != "ok" else ' fill="#333"')
+        out.append(f'<text class="oplabel" x="{x + 3:.1f}" y="{ly}" text-anchor="end" '
+                   f'transform="rotate(-60 {x + 3:.1f} {ly})"{style}>{escape(names[i])}'
+                   "</text>")
+    out.append(f'<text x="12" y="{plot_top + height / 2:.1f}" text-anchor="middle" '
+               f'transform="rotate(-90 12 {plot_top + height / 2:.1f})">{escape(y_label)}'
+               "</text></svg>")
     return "".join(out)
-
-
-def _y(value, log_y):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if log_y:
-        return math.log10(value) if value > 0 else None
-    return float(value)
 
 
 def bar_chart_svg(items, *, width=900, bar_height=18, colour="#4a7bd0", unit=""):
@@ -196,8 +232,19 @@ def bar_chart_svg(items, *, width=900, bar_height=18, colour="#4a7bd0", unit="")
     return "".join(out)
 
 
-def page(title, body):
-    """A complete HTML document with the shared CSS and the sorting script."""
+FOCUS_SCRIPT = r"""
+(function(){
+  document.querySelectorAll('.svgbox[data-focus]').forEach(function(box){
+    var x = parseFloat(box.getAttribute('data-focus'));
+    box.scrollLeft = Math.max(0, x - box.clientWidth / 2);
+  });
+})();
+"""
+
+
+def page(title, body, extra_css=""):
+    """A complete HTML document with the shared CSS, the sorting script and the script that
+    scrolls a wide chart (``<div class="svgbox" data-focus="x">``) to its point of interest."""
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>{escape(title)}</title><style>{BASE_CSS}</style></head><body>{body}"
-            f"<script>{SORT_SCRIPT}</script></body></html>\n")
+            f"<title>{escape(title)}</title><style>{BASE_CSS}{extra_css}</style></head><body>"
+            f"{body}<script>{SORT_SCRIPT}{FOCUS_SCRIPT}</script></body></html>\n")

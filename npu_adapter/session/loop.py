@@ -52,7 +52,7 @@ def loop_target(op_names, config):
 def _stays_outside(node):
     if node.op in _INPUT_OPS or FED_TENSOR_ATTR in node.attr:
         return True
-    from npu_adapter.backends.cpu import is_state_owner
+    from npu_adapter.graph.state import is_state_owner
 
     return is_state_owner(op_def_for(node.op))
 
@@ -77,18 +77,18 @@ def _initial_value(dtype):
     return tf.zeros([], base)
 
 
-def install_loop(shadow, graph_def, user_nodes, iterations, *, fetches, targets, feeds):
-    """Install ``graph_def`` (a rewritten signature) in ``shadow`` as a loop of ``iterations``
-    steps per run. Arguments as :meth:`ShadowGraph.install`; returns its
-    :class:`~npu_adapter.session.shadow.Installed`."""
-    from npu_adapter.session.shadow import Installed
+def install_loop(execution_graph, graph_def, iterations, *, fetches, targets, feeds):
+    """Install ``graph_def`` (a rewritten signature) in ``execution_graph`` as a loop of
+    ``iterations`` steps per run. Arguments as :meth:`ExecutionGraph.install`; returns its
+    :class:`~npu_adapter.session.execution_graph.Installed`."""
+    from npu_adapter.session.execution_graph import Installed
 
     outside = split_outside(graph_def)
     out_def = graph_pb2.GraphDef()
     out_def.versions.CopyFrom(graph_def.versions)
     out_def.library.CopyFrom(graph_def.library)
     out_def.node.extend(n for n in graph_def.node if n.name in outside)
-    in_def = graph_pb2.GraphDef()  # its functions are added to the shadow once, below
+    in_def = graph_pb2.GraphDef()  # its functions enter the execution graph with out_def
     in_def.versions.CopyFrom(graph_def.versions)
     inside = [n for n in graph_def.node if n.name not in outside]
     in_def.node.extend(inside)
@@ -106,13 +106,15 @@ def install_loop(shadow, graph_def, user_nodes, iterations, *, fetches, targets,
         if node in outside:
             needed.add(f"{node}:{port}")
 
-    with shadow.lock:
-        graph = shadow.graph
-        shadow.add_functions(graph_def.library)
-        base = shadow.install(out_def, user_nodes,
-                              fetches={t: t for t in needed if not t.startswith("^")},
-                              targets={t[1:]: t[1:] for t in needed if t.startswith("^")},
-                              feeds=feeds)
+    with execution_graph.lock:
+        graph = execution_graph.graph
+        execution_graph.add_functions(graph_def.library)
+        base = execution_graph.install(out_def,
+                                       fetches={t: t for t in needed if not t.startswith("^")},
+                                       targets={t[1:]: t[1:] for t in needed
+                                                if t.startswith("^")},
+                                       feeds=feeds)
+        execution_graph.note_ops(in_def)
         input_map = {}
         for name in needed:
             if name.startswith("^"):
@@ -123,7 +125,7 @@ def install_loop(shadow, graph_def, user_nodes, iterations, *, fetches, targets,
                 input_map[name] = base.tensors[name]
         loop_fetches = sorted({v for v in fetches.values() if parse_input(v)[0] not in outside})
         loop_targets = sorted({v for v in targets.values() if v not in outside})
-        scope = shadow.new_scope()
+        scope = graph.unique_name("npu_loop")
         with graph.as_default(), tf.name_scope(scope + "/"):
             exits = _build_loop(graph, in_def, input_map, loop_fetches, loop_targets,
                                 iterations, _fetch_dtypes(graph_def, loop_fetches))
@@ -136,7 +138,7 @@ def install_loop(shadow, graph_def, user_nodes, iterations, *, fetches, targets,
 
 
 def _build_loop(graph, in_def, input_map, fetch_names, target_names, iterations, dtypes):
-    from tensorflow.python.ops import control_flow_ops
+    from npu_adapter.tf_compat import while_context
 
     # Loop variables: the step counter and one per fetched tensor. Their initial values are
     # never seen (at least one step runs); they only fix the dtype.
@@ -164,8 +166,7 @@ def _build_loop(graph, in_def, input_map, fetch_names, target_names, iterations,
             out = [tf.identity(v) for v in values]
         return [step] + out
 
-    context = control_flow_ops.WhileContext(parallel_iterations=1, back_prop=False,
-                                            swap_memory=False)
+    context = while_context()(parallel_iterations=1, back_prop=False, swap_memory=False)
     return context.BuildLoop(cond, body, initial, invariants, True)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from npu_adapter.graph.names import parse_input
-from npu_adapter.graph.splice import splice_into_graph
+from npu_adapter.graph.splice import plan_splice, splice_into_graph
 from npu_adapter.testing.values import difference
 
 __all__ = ["assert_rewrite_equivalent", "run_graph_def", "compare_values", "variable_reads"]
@@ -138,7 +138,9 @@ def assert_rewrite_equivalent(graph_def, config=None, feeds=None, fetches=None, 
     graph = tf.Graph()
     with graph.as_default():
         tf.graph_util.import_graph_def(graph_def, name="")
-    rename = splice_into_graph(graph, result.graph_def, "npu_rewritten")
+    rename = splice_into_graph(graph, plan_splice(result.graph_def,
+                                                  {n.name: n for n in graph_def.node}),
+                               "npu_rewritten")
     handles = _state_ops(graph)
 
     def mapped_tensor(name):

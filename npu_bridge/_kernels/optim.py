@@ -29,7 +29,7 @@ def _assigner(value, what):
     if isinstance(value, tf.Variable):
         return lambda new: value.assign(new, read_value=False, name=f"assign_{what}")
     while isinstance(value, tf.Tensor) and hasattr(value, "op"):
-        if value.dtype._is_ref_dtype:  # TF has no public test for ref dtypes
+        if value.dtype != value.dtype.base_dtype:  # a ref dtype (float32_ref)
             ref = value
             return lambda new: tf.compat.v1.assign(ref, new, name=f"assign_{what}").op
         if value.op.type == "ReadVariableOp":

@@ -38,6 +38,11 @@ def _keep_scalar(prob):
     prob = tf.convert_to_tensor(prob, name="prob")
     if prob.shape.rank not in (None, 0):
         raise ValueError(f"keep_prob must be a scalar, got shape {prob.shape}")
+    if prob.shape.rank is None:
+        # A placeholder of unknown shape (tf.placeholder(tf.float32), the usual TF1 keep_prob):
+        # the ops take a scalar, so say so; otherwise the mask, and with it the dropout's
+        # result, would lose x's static shape (layers after it need the last dimension).
+        prob = tf.reshape(prob, [], name="keep_prob_scalar")
     return prob
 
 
@@ -121,5 +126,11 @@ def dropout_with_mask(x, keep_prob, noise_shape, seed, name, gen_mask, do_mask):
         keep = tf.convert_to_tensor(keep_prob, dtype=x.dtype, name="keep_prob")
         if keep.shape.rank not in (None, 0):
             raise ValueError(f"keep_prob must be a scalar tensor, got shape {keep.shape}")
+        keep = _keep_scalar(keep)
         mask = gen_mask(_noise_shape(x, noise_shape), keep, seed1, seed2)
-        return do_mask(x, mask, keep)
+        result = do_mask(x, mask, keep)
+        if not tf.executing_eagerly():
+            # The apply op's output has x's shape (as tf.nn.dropout's), also when the mask's
+            # static shape is unknown (a noise_shape tensor).
+            result.set_shape(x.shape)
+        return result

@@ -5,6 +5,7 @@ models), which raise :class:`~npu_adapter.errors.DeviceOnlyError` when they are 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
+from npu_adapter import tf_compat
 from npu_adapter.vocabulary import NPU_SYSTEM_OP_ATTR
 
 from .common import device_only
@@ -30,8 +31,8 @@ _OUTFEED_REASON = ("an outfeed channel carries tensors from the device to the ho
 
 def _marker_op(op_type, name):
     op = tf.no_op(name=name or op_type)
-    op._set_attr(NPU_ADAPTER_OP_ATTR,
-                 attr_value_pb2.AttrValue(s=op_type.encode("ascii")))
+    tf_compat.set_op_attr(op, NPU_ADAPTER_OP_ATTR,
+                          attr_value_pb2.AttrValue(s=op_type.encode("ascii")))
     return op
 
 

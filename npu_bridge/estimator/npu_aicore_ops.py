@@ -20,7 +20,6 @@ The original wraps custom ops of ``_tf_adapter.so``; here each is composed of Te
 import numbers
 
 import tensorflow as tf
-from tensorflow.python.framework import dtypes, ops, random_seed
 
 from npu_bridge._kernels import deepmd as _deepmd
 from npu_bridge._kernels import math as _math
@@ -50,8 +49,10 @@ __all__ = [
     "tabulatefusionseagrad",
 ]
 
-# Modules the original imports at its top level; scripts can reach them through this one.
-_ORIGINAL_IMPORTS = (numbers, dtypes, ops, random_seed)
+# The original's top-level imports that scripts can reach through this module, where TensorFlow
+# has a public module for them (its internal modules ops and random_seed are not re-exported).
+_ORIGINAL_IMPORTS = (numbers,)
+dtypes = tf.dtypes
 
 
 def fast_gelu_v2(x, name=None):

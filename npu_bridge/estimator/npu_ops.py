@@ -26,8 +26,6 @@ As in the original, ``NPUInit``, ``NPUShutdown``, ``dropout``, ``LARS``, ``LARSV
 import numbers
 
 import tensorflow as tf
-from tensorflow.python.eager import context
-from tensorflow.python.framework import ops, random_seed
 
 from npu_bridge._kernels import array as _array
 from npu_bridge._kernels import kmeans as _kmeans
@@ -66,8 +64,9 @@ __all__ = [
     "stop_outfeed_dequeue_op",
 ]
 
-# Modules the original imports at its top level; scripts can reach them through this one.
-_ORIGINAL_IMPORTS = (numbers, context, ops, random_seed)
+# The original's top-level imports that scripts can reach through this module (its TensorFlow
+# internals, context, ops and random_seed, have no public module and are not re-exported).
+_ORIGINAL_IMPORTS = (numbers,)
 
 NPU_ADAPTER_OP_ATTR = _system.NPU_ADAPTER_OP_ATTR
 

@@ -15,12 +15,7 @@ TensorFlow ops, so its gradient is TensorFlow's derivative of the same formula, 
 :func:`gelu_grad` (``GeluGrad``, the gradient the original registers) computes.
 """
 
-from tensorflow.python.framework import ops
-
 from npu_bridge._kernels.gen import gen_npu_ops as npu_unary_ops
 from npu_bridge._kernels.math import GELU_COEFF, gelu, gelu_grad
 
 __all__ = ["GELU_COEFF", "gelu", "gelu_grad", "npu_unary_ops"]
-
-# Modules the original imports at its top level; scripts can reach them through this one.
-_ORIGINAL_IMPORTS = (ops,)

@@ -7,7 +7,6 @@ axis (4-D) or returns their first frame (3-D).
 """
 
 import tensorflow as tf
-from tensorflow.python.framework import dtypes
 
 from npu_bridge.helper import helper
 
@@ -31,7 +30,7 @@ helper.register_gen_ops({"DecodeImageV3": _decode_image_v3})
 gen_npu_cpu_ops = helper.get_gen_ops()
 
 
-def decode_image(contents, channels=0, dtype=dtypes.uint8, expand_animations=True):
+def decode_image(contents, channels=0, dtype=tf.uint8, expand_animations=True):
     """Decode the image in the scalar string ``contents`` (see the module doc)."""
     return gen_npu_cpu_ops.decode_image_v3(contents=contents, channels=channels, dtype=dtype,
                                            expand_animations=expand_animations)

@@ -22,10 +22,8 @@ spelling.
 
 import json  # noqa: F401 - the original module exports it
 
-import tensorflow.compat.v1 as tf
+import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2  # noqa: F401 - re-exported as the original
-from tensorflow.python.framework import ops  # noqa: F401 - re-exported as the original
-from tensorflow.python.util import compat  # noqa: F401 - re-exported as the original
 
 from npu_bridge.helper import helper
 from npu_bridge.npu_cpu import _image, _index, _ocr, _queue, _random, _tables
@@ -44,6 +42,8 @@ __all__ = [
     "resize_and_clip_polys", "resize_v2", "stateless_dropout",
     "stateless_random_choice_with_mask", "table_to_resource_v2", "warp_affine_v2",
 ]
+
+compat = tf.compat  # re-exported as the original (TensorFlow's internal ``ops`` is not)
 
 
 def _device_feature_mapping(feature_id, name=None):

@@ -6,18 +6,11 @@ filter size, as in the original; :func:`deformable_offsets_grad` is the gradient
 registers for ``DeformableOffsets``. Layout of ``offsets`` and formulas in ``docs/api-ops.md``.
 """
 
-from tensorflow.python.eager import context
-from tensorflow.python.framework import ops
-from tensorflow.python.ops import nn_ops
-
 from npu_bridge._kernels import deformable as _deformable
 from npu_bridge._kernels.common import check_graph_mode
 from npu_bridge._kernels.gen import gen_npu_ops
 
 __all__ = ["deformable_conv2d", "deformable_offsets_grad", "gen_npu_ops"]
-
-# Modules the original imports at its top level; scripts can reach them through this one.
-_ORIGINAL_IMPORTS = (context, ops, nn_ops)
 
 
 def deformable_conv2d(x, filter, offsets, strides=None, pads=None,

@@ -2,8 +2,6 @@
 Keras :class:`PReLU` layer over ``npu_aicore_ops.prelu``. Formulas in ``docs/api-ops.md``."""
 
 import tensorflow as tf
-from tensorflow.python.eager import context
-from tensorflow.python.keras.utils import tf_utils
 
 from npu_bridge._kernels import optim as _optim
 from npu_bridge._kernels.common import check_graph_mode
@@ -11,9 +9,6 @@ from npu_bridge._kernels.gen import gen_npu_ops
 from npu_bridge.estimator.npu_aicore_ops import prelu
 
 __all__ = ["PReLU", "gen_npu_ops", "lamb_apply_optimizer_assign", "lamb_apply_weight_assign"]
-
-# Modules the original imports at its top level; scripts can reach them through this one.
-_ORIGINAL_IMPORTS = (context, tf_utils)
 
 
 def lamb_apply_optimizer_assign(input0, input1, input2, input3, mul0_x, mul1_x, mul2_x, mul3_x,

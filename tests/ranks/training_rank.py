@@ -69,8 +69,9 @@ def equivalence(rank, size):
                                                          config=npu_config_proto()) as sess:
             while not sess.should_stop():
                 sess.run(train)
-            # StopAtStepHook stops after the step that reaches STEPS; read the final values.
-            return sess._tf_sess().run(variables)
+            # StopAtStepHook stops after the step that reaches STEPS; read the final values
+            # with the session itself (no hooks).
+            return sess.run_step_fn(lambda step_context: step_context.session.run(variables))
 
 
 def _linear_graph(rank, size, optimizer_factory, manager):

@@ -8,9 +8,10 @@ bare value; ``ret == 0`` is success. Every ``ret`` is checked by :func:`check`, 
 
 :class:`AclProcess` owns what exists once per process: ``acl.init`` (a second call is an error
 in ACL), one context per device (``set_device`` + ``create_context``), the dump configuration,
-and the teardown (``destroy_context``, ``reset_device``, ``acl.finalize``). A context is bound
-to the calling thread with ``acl.rt.set_context`` before every use, because TensorFlow calls in
-from any of its threads.
+and the teardown: :meth:`AclProcess.release_devices` (``destroy_context``, ``reset_device``)
+when the last session closes, :meth:`AclProcess.shutdown` (the same, then ``acl.finalize``) at
+exit. A context is bound to the calling thread with ``acl.rt.set_context`` before every use,
+because TensorFlow calls in from any of its threads.
 
 :class:`OmModel` is one loaded model: ``load_from_file``, its description, and input and output
 datasets allocated once (device buffers of the sizes the model reports, the
@@ -155,10 +156,28 @@ class AclProcess:
             check(acl, "acl.mdl.set_dump", acl.mdl.set_dump(config_path), config_path)
             self.dump_config = config_text
 
+    def release_devices(self):
+        """The contract's teardown up to, not including, ``acl.finalize``: unload every model,
+        ``finalize_dump``, then ``destroy_context`` and ``reset_device`` for every device. ACL
+        stays initialised (``acl.init`` is once per process; :meth:`shutdown` finalizes, at
+        exit). Run when the last session on the CANN backend closes. Every step runs even when
+        one fails; the first failure is raised at the end."""
+        errors = self._release_devices()
+        if errors:
+            raise errors[0]
+
     def shutdown(self):
-        """Unload every model, then ``finalize_dump``, ``destroy_context`` and ``reset_device``
-        for every device, and ``acl.finalize``. Every step runs even when one fails; the
-        first failure is raised at the end."""
+        """:meth:`release_devices`, then ``acl.finalize``. Every step runs even when one fails;
+        the first failure is raised at the end."""
+        with self.lock:
+            errors = self._release_devices()
+            if self.initialized:
+                errors += _attempt(self.acl, "acl.finalize", self.acl.finalize)
+                self.initialized = False
+        if errors:
+            raise errors[0]
+
+    def _release_devices(self):
         acl = self.acl
         errors = []
         with self.lock:
@@ -168,7 +187,7 @@ class AclProcess:
                 except Exception as exc:
                     errors.append(exc)
             if not self.initialized:
-                return
+                return errors
             if self.dump_initialized:
                 errors += _attempt(acl, "acl.mdl.finalize_dump", acl.mdl.finalize_dump)
                 self.dump_initialized = False
@@ -178,10 +197,7 @@ class AclProcess:
                                    context)
                 errors += _attempt(acl, "acl.rt.reset_device", acl.rt.reset_device, device_id)
             self.contexts.clear()
-            errors += _attempt(acl, "acl.finalize", acl.finalize)
-            self.initialized = False
-        if errors:
-            raise errors[0]
+        return errors
 
 
 def _attempt(acl, call, fn, *args):

@@ -35,6 +35,7 @@ class CannNotAvailableError(CannError):
 
     def __init__(self, missing, message):
         self.missing = missing
+        self.reason = message  # without the pointer at doctor (which doctor itself shows)
         super().__init__(f"{message} (run `npu-adapter doctor` to see what of CANN is found)")
 
 

@@ -145,6 +145,7 @@ class CannBackend(Backend):
     keeps_state_on_host = True
     per_op_node_support = False  # string tensors depend on the node's type attrs
     hoist_constants_bytes = None  # weights go into the model, as in a frozen .pb
+    needs_constant_data = True  # lower() freezes them into the model
 
     def supports_node(self, node_def, op_def):
         if node_def.op in ("Placeholder", "PlaceholderWithDefault"):
@@ -159,7 +160,7 @@ class CannBackend(Backend):
         return True, REASON_SUPPORTED
 
     def lower(self, graph_def, clusters, ctx):
-        return lower_for_cann(graph_def, clusters, ctx.get_config())
+        return lower_for_cann(graph_def, clusters, ctx.config)
 
     def runtime(self, config):
         """The :class:`~npu_adapter.backends.cann.runtime.CannRuntime` serving clusters

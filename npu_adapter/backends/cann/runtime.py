@@ -13,9 +13,14 @@ one every backend runtime has:
 * :meth:`CannRuntime.close`: unload every model of this runtime;
 * :meth:`CannRuntime.stats`: compile and cache counters and a status per cluster.
 
+Sessions hold a runtime (:meth:`CannRuntime.acquire` / :meth:`CannRuntime.release`). When the
+last session of the process lets go, every model is unloaded and every device released as the
+CANN contract's teardown says (``destroy_context``, ``reset_device``): a closed script holds no
+device, also after a failed run. ACL itself stays initialised (``acl.init`` is once per
+process) until :func:`shutdown`, which also finalizes it and runs at interpreter exit.
+
 The process-wide registry maps the token of each lowered cluster op to its program and options
-(:func:`register_program`); the op calls :func:`run_registered` at run time. :func:`shutdown`
-releases everything pyACL holds (it also runs at interpreter exit).
+(:func:`register_program`); the op calls :func:`run_registered` at run time.
 """
 
 import atexit
@@ -31,6 +36,7 @@ import time
 
 import numpy as np
 
+from npu_adapter import tf_compat
 from npu_adapter.backends.cann.acl_runtime import AclProcess, OmModel
 from npu_adapter.backends.cann.atc import atc_options_from_config, build_atc_command, run_atc
 from npu_adapter.backends.cann.dump import dump_settings
@@ -50,6 +56,7 @@ __all__ = [
     "Executable",
     "RuntimeStats",
     "register_program",
+    "release_idle_devices",
     "run_registered",
     "runtime_for",
     "runtime_options_from_config",
@@ -407,13 +414,24 @@ class CannRuntime:
         with self._lock:
             self._users += 1
 
+    @property
+    def users(self):
+        """How many sessions hold this runtime."""
+        with self._lock:
+            return self._users
+
     def release(self):
-        """One user is done; the last one unloads the models (:meth:`close`)."""
+        """One user is done; the last one unloads the models (:meth:`close`), and when no
+        session of the process holds a runtime any more the devices are released
+        (:func:`release_idle_devices`)."""
         with self._lock:
             self._users = max(0, self._users - 1)
             last = self._users == 0
         if last:
-            self.close()
+            try:
+                self.close()
+            finally:
+                release_idle_devices()
 
     def close(self):
         """Unload every model of this runtime (they are loaded again on the next run)."""
@@ -519,17 +537,6 @@ class _ClusterCall:
         return runtime_for(self.options).run(self.program, arrays)
 
 
-def _py_func_registry():
-    try:
-        from tensorflow.python.ops import script_ops
-
-        return script_ops._py_funcs._funcs  # token -> callable, read by the PyFunc kernel
-    except (ImportError, AttributeError) as exc:  # pragma: no cover - TensorFlow internals
-        raise CannRuntimeError("this TensorFlow has no py_func registry "
-                               "(tensorflow.python.ops.script_ops._py_funcs); the cann "
-                               "backend cannot call into its runtime") from exc
-
-
 def register_program(program, options):
     """Register ``program`` under ``options``; returns the token the cluster op carries.
 
@@ -541,7 +548,7 @@ def register_program(program, options):
         call = _CALLS.get(token)
         if call is None or call.options != options:
             call = _CALLS[token] = _ClusterCall(token, program, options)
-        _py_func_registry()[token] = call
+        tf_compat.register_py_func(token, call)  # _CALLS keeps it alive
         runtime_for(options).note_program(program)
     return token
 
@@ -556,23 +563,40 @@ def run_registered(token, *arrays):
     return call(*arrays)
 
 
+def release_idle_devices():
+    """When no session holds a runtime: unload every model of every runtime, then destroy the
+    contexts and reset the devices (ACL stays initialised until :func:`shutdown`). Nothing
+    happens while a session is open. Every step runs; the first failure is raised."""
+    with _REGISTRY_LOCK:
+        all_runtimes = list(_RUNTIMES.values())
+        if any(runtime.users for runtime in all_runtimes):
+            return
+        _raise_first(_each(runtime.close for runtime in all_runtimes)
+                     + _each(process.release_devices for process in AclProcess.all_instances()))
+
+
 def shutdown():
     """Unload every model, destroy contexts, reset devices and finalize ACL. The runtimes are
     dropped (the next run makes them again; registered clusters stay registered)."""
     with _REGISTRY_LOCK:
         all_runtimes = list(_RUNTIMES.values())
         _RUNTIMES.clear()
+    _raise_first(_each(runtime.close for runtime in all_runtimes)
+                 + _each(process.shutdown for process in AclProcess.all_instances()))
+
+
+def _each(steps):
+    """Run every step; return the exceptions raised."""
     errors = []
-    for runtime in all_runtimes:
+    for step in steps:
         try:
-            runtime.close()
+            step()
         except Exception as exc:
             errors.append(exc)
-    for process in AclProcess.all_instances():
-        try:
-            process.shutdown()
-        except Exception as exc:
-            errors.append(exc)
+    return errors
+
+
+def _raise_first(errors):
     if errors:
         raise errors[0]
 

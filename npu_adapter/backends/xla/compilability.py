@@ -19,6 +19,7 @@ import threading
 
 from tensorflow.core.framework import types_pb2
 
+from npu_adapter import tf_compat
 from npu_adapter.graph.types import called_functions, op_def_for
 
 __all__ = ["RANDOM_OPS", "VALUE_DEPENDENT_SHAPE_OPS", "Verdict", "check_functions",
@@ -114,9 +115,7 @@ def jit_kernel_defs(op):
 
 @functools.cache
 def _registered_jit_kernels(op):
-    from tensorflow.python.framework import kernels
-
-    return tuple(k for k in kernels.get_registered_kernels_for_op(op).kernel
+    return tuple(k for k in tf_compat.registered_kernels(op).kernel
                  if k.device_type == JIT_DEVICE)
 
 

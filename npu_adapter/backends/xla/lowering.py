@@ -27,7 +27,12 @@ import logging
 
 from tensorflow.core.framework import function_pb2
 
-from npu_adapter.backends.cpu.lowering import CpuReferenceBackend, lower_to_function_calls
+from npu_adapter import tf_compat
+from npu_adapter.backends.cpu.lowering import (
+    CpuReferenceBackend,
+    is_state_owner,
+    lower_to_function_calls,
+)
 from npu_adapter.backends.xla.compilability import check_functions
 from npu_adapter.vocabulary import (
     CLUSTER_GEARS_ATTR,
@@ -141,8 +146,24 @@ class XlaBackend(CpuReferenceBackend):
     # runtime's counts of what TensorFlow compiled stay those of the rewritten graph.
     inlines_calls_at_install = False
 
+    def outside_cluster_reason(self, node_def, op_def):
+        """Why cluster member ``node_def`` runs in the outer graph here, or None. XLA compiles
+        no state owner and no ref edge: an op with a ref input or output
+        (``ref_edge_cpu_reference``) and an op that owns session state, whose resource handle
+        then enters the compiled function as an argument (``resource_handle_cpu_reference``),
+        run outside; decided by the op type alone."""
+        del node_def
+        if op_def is None:
+            return None
+        if any(arg.is_ref for arg in op_def.input_arg) or \
+                any(arg.is_ref for arg in op_def.output_arg):
+            return "ref_edge_cpu_reference"
+        if is_state_owner(op_def):
+            return "resource_handle_cpu_reference"
+        return None
+
     def lower(self, graph_def, clusters, ctx):
-        config = ctx.get_config() if ctx is not None else None
+        config = ctx.config if ctx is not None else None
         directory = getattr(config, "graph_compiler_cache_dir", None)
         if directory:
             from npu_adapter.backends.xla.persistent_cache import check_cache_dir
@@ -153,9 +174,7 @@ class XlaBackend(CpuReferenceBackend):
     def available(self):
         # XlaLaunch's CPU kernel is registered at import when TensorFlow is built with XLA; the
         # XLA_CPU_JIT kernels only once a session exists, which would read TF_XLA_FLAGS early.
-        from tensorflow.python.framework import kernels
-
-        launch = kernels.get_registered_kernels_for_op("XlaLaunch").kernel
+        launch = tf_compat.registered_kernels("XlaLaunch").kernel
         if not any(k.device_type == "CPU" for k in launch):
             return False, ("this TensorFlow build has no XLA (no XlaLaunch CPU kernel); install "
                            "the standard tensorflow or tensorflow-cpu wheel")

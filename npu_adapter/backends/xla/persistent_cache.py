@@ -52,7 +52,7 @@ class XlaCacheWarning(CompileCacheWarning):
 
 
 _LOCK = threading.Lock()
-_ACTIVE = {}  # process state: "root" (the directory TensorFlow writes to) or "failed"
+_ACTIVE = {}  # process state: "root" (the directory TensorFlow writes to) or "too_late"
 
 
 def flag_directory(flags):
@@ -81,12 +81,6 @@ def check_cache_dir(directory):
     return directory
 
 
-def _eager_context_started():
-    from tensorflow.python.eager import context
-
-    return bool(getattr(context.context(), "_initialized", False))
-
-
 def activate(root):
     """Point TensorFlow's persistent XLA cache at ``root`` (an existing directory) for this
     process. Returns True when TensorFlow writes there, else False after an
@@ -101,7 +95,11 @@ def activate(root):
                           f"cache directory per process, so {root} is not used",
                           XlaCacheWarning, stacklevel=3)
             return False
-        flags = os.environ.get("TF_XLA_FLAGS", "")
+        if "too_late" in _ACTIVE:  # TensorFlow reads the flag once per process
+            warnings.warn(_too_late(root), XlaCacheWarning, stacklevel=3)
+            return False
+        given = os.environ.get("TF_XLA_FLAGS")
+        flags = given or ""
         named = flag_directory(flags)
         if named is not None and os.path.abspath(named) != root:
             warnings.warn(f"graph_compiler_cache_dir: TF_XLA_FLAGS already names the XLA "
@@ -113,11 +111,16 @@ def activate(root):
             warnings.warn(_unsupported(root), XlaCacheWarning, stacklevel=3)
             return False
         if named is None:
-            if _eager_context_started():
-                warnings.warn(_too_late(root), XlaCacheWarning, stacklevel=3)
-                return False
             os.environ["TF_XLA_FLAGS"] = f"{flags} {FLAG}={root}".strip()
+        # Whether TensorFlow has read the flag already shows only by its effect (no public API
+        # says whether the devices exist): a probe compiles and must write an entry there.
         if not _probe_writes_to(root):
+            if named is None:  # the flag had no effect: the environment stays as it was
+                if given is None:
+                    del os.environ["TF_XLA_FLAGS"]
+                else:
+                    os.environ["TF_XLA_FLAGS"] = given
+            _ACTIVE["too_late"] = True
             warnings.warn(_too_late(root), XlaCacheWarning, stacklevel=3)
             return False
         _ACTIVE["root"] = root

@@ -9,6 +9,7 @@ one saved in HDF5, into an :class:`~npu_bridge.estimator.npu.npu_estimator.NPUEs
 TensorFlow the call raises :class:`EstimatorUnavailableError`, an ``ImportError``.
 """
 
+from npu_adapter import tf_compat
 from npu_adapter.errors import NpuAdapterError
 from npu_bridge.estimator.npu.npu_config import HAS_TF_ESTIMATOR
 from npu_bridge.estimator.npu.npu_estimator import NO_ESTIMATOR_MESSAGE, NPUEstimator
@@ -64,6 +65,6 @@ def model_to_npu_estimator(keras_model=None, keras_model_path=None, custom_objec
                             custom_objects=custom_objects, model_dir=model_dir,
                             config=tf.estimator.RunConfig(model_dir=model_dir),
                             checkpoint_format=checkpoint_format)
-    return NPUEstimator(model_fn=tf_estimator._model_fn, model_dir=model_dir, config=config,
+    return NPUEstimator(model_fn=tf_estimator.model_fn, model_dir=model_dir, config=config,
                         job_start_file=job_start_file,
-                        warm_start_from=tf_estimator._warm_start_settings)
+                        warm_start_from=tf_compat.warm_start_settings(tf_estimator))

@@ -1,13 +1,16 @@
 """``npu_bridge.estimator.npu.npu_convert_dropout``: importing this module makes Keras'
 ``Dropout`` layer use the NPU dropout (``npu_ops.dropout``), as the original does.
 
-:func:`dropout_call` replaces ``Dropout.call`` of the Keras 2 implementations that are present
-(``tf_keras`` — which is ``tf.keras`` once ``npu_bridge`` is imported — and TensorFlow's bundled
-``tensorflow.python.keras``). In training, a layer without ``noise_shape`` drops through
-``npu_ops.dropout(inputs, keep_prob=1 - rate, seed=self.seed)``; with a ``noise_shape`` it keeps
+:func:`dropout_call` replaces ``Dropout.call`` of Keras 2 (``tf_keras`` — which is ``tf.keras``
+once ``npu_bridge`` is imported — or TensorFlow 2.15's own ``tf.keras``), and so of its
+subclasses (``SpatialDropout1D``/``2D``/``3D``). In training, a layer without a noise shape drops
+through ``npu_ops.dropout(inputs, keep_prob=1 - rate, seed=self.seed)``; with one it keeps
 ``tf.nn.dropout``. Outside training the layer is the identity. ``npu_ops.dropout`` builds graph
 ops only, so the patched layer runs inside graphs (v1 sessions, ``tf.function``, ``Model.fit``)
 and raises ``RuntimeError`` when called eagerly, as the original.
+
+TensorFlow's internal copy of Keras (``tensorflow.python.keras``, which the original patched when
+it was TensorFlow 1.15's ``tf.keras``) is not patched: no public TensorFlow 2 API uses it.
 """
 
 import importlib
@@ -15,22 +18,32 @@ import numbers
 import sys
 
 import tensorflow as tf
-from tensorflow.python.keras.utils import tf_utils
-from tensorflow.python.ops import array_ops, nn
 
+from npu_adapter import tf_compat
 from npu_bridge.estimator import npu_ops
 
 __all__ = ["dropout_call"]
 
 # Modules the original imports at its top level; scripts can reach them through this one.
-_ORIGINAL_IMPORTS = (tf_utils, array_ops, nn)
+nn = tf.nn
+
+
+def _smart_cond(pred, true_fn, false_fn):
+    """Keras' ``smart_cond``: a Python bool or a tensor of known value picks the branch while
+    the graph is built; the learning-phase placeholder or a variable picks it at run time."""
+    if isinstance(pred, tf.Variable):
+        return tf.cond(pred, true_fn, false_fn)
+    value = pred if isinstance(pred, (bool, int)) else tf.get_static_value(pred)
+    if value is None:
+        return tf.cond(pred, true_fn, false_fn)
+    return true_fn() if value else false_fn()
 
 
 def dropout_call(self, inputs, training=None):
     """``Dropout.call`` through the NPU dropout (see the module doc)."""
     if training is None:
         training = tf.compat.v1.keras.backend.learning_phase()
-    noise_shape = self._get_noise_shape(inputs)
+    noise_shape = tf_compat.keras_noise_shape(self, inputs)
     if isinstance(self.rate, numbers.Real) and self.rate == 0:
         return tf.identity(inputs)
 
@@ -41,8 +54,7 @@ def dropout_call(self, inputs, training=None):
         def dropped_inputs():
             return npu_ops.dropout(inputs, keep_prob=1.0 - self.rate, seed=self.seed)
 
-    return tf.__internal__.smart_cond.smart_cond(training, dropped_inputs,
-                                                 lambda: tf.identity(inputs))
+    return _smart_cond(training, dropped_inputs, lambda: tf.identity(inputs))
 
 
 def _keras2_layers():
@@ -60,19 +72,10 @@ def _keras2_layers():
 
 
 def _dropout_classes():
-    """Keras 2's ``Dropout`` first (the original's ``Dropout`` name), then TensorFlow's bundled
-    legacy Keras one."""
-    classes = []
-    keras2 = _keras2_layers()
-    try:
-        bundled = importlib.import_module("tensorflow.python.keras.layers.core")
-    except ImportError:
-        bundled = None
-    for module in (keras2, bundled):
-        cls = getattr(module, "Dropout", None) if module is not None else None
-        if cls is not None and cls not in classes:
-            classes.append(cls)
-    return classes
+    """Keras 2's ``Dropout`` (the original's ``Dropout`` name), when there is a Keras 2."""
+    layers = _keras2_layers()
+    cls = getattr(layers, "Dropout", None) if layers is not None else None
+    return [cls] if cls is not None else []
 
 
 PATCHED_CLASSES = tuple(_dropout_classes())

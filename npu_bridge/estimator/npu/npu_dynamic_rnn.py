@@ -24,9 +24,6 @@ tensors: forward, then the backward pass written at its own time steps); ``Dynam
 import math
 
 import tensorflow as tf
-from tensorflow.python.framework import dtypes
-from tensorflow.python.layers import base as base_layer
-from tensorflow.python.ops import array_ops, init_ops
 
 from npu_bridge._kernels.gen import gen_npu_ops
 
@@ -40,8 +37,10 @@ __all__ = [
     "gen_npu_ops",
 ]
 
-# Modules the original imports at its top level; scripts can reach them through this one.
-_ORIGINAL_IMPORTS = (dtypes, base_layer, array_ops, init_ops)
+# The original's top-level imports that scripts can reach through this module, where TensorFlow
+# has a public module for them (its internal array_ops, init_ops and layers base are not
+# re-exported).
+dtypes = tf.dtypes
 
 DYNAMIC_RNN_UNIDIRECTION = "UNIDIRECTIONAL"
 DYNAMIC_RNN_BIDIRECTION = "BIDIRECTIONAL"

@@ -23,6 +23,7 @@ import inspect
 
 import tensorflow as tf
 
+from npu_adapter import tf_compat
 from npu_bridge import _env
 from npu_bridge.estimator.npu.npu_config import (
     HAS_TF_ESTIMATOR,
@@ -54,13 +55,12 @@ class _NoOverrideCheck:
 
     def __enter__(self):
         if HAS_TF_ESTIMATOR:
-            self._saved = tf.estimator.Estimator._assert_members_are_not_overridden
-            tf.estimator.Estimator._assert_members_are_not_overridden = lambda self: None
+            self._saved = tf_compat.set_estimator_override_check(lambda estimator: None)
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
         if self._saved is not None:
-            tf.estimator.Estimator._assert_members_are_not_overridden = self._saved
+            tf_compat.set_estimator_override_check(self._saved)
             self._saved = None
 
 

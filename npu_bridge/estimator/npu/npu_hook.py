@@ -152,6 +152,25 @@ class SetIterationsVarHook(_SessionRunHook):
         logging.info("load iterations_per_loop value: %d", self._iterations_per_loop)
 
 
+def _graph_tensor(item):
+    """``item`` as a tensor of the default graph, as ``LoggingTensorHook`` resolves it: a tensor
+    of that graph, or a tensor name (``"x"`` meaning ``"x:0"`` of a single-output op)."""
+    graph = tf.compat.v1.get_default_graph()
+    if not isinstance(item, str):
+        if getattr(item, "graph", None) is not graph:
+            what = getattr(item, "name", type(item).__name__)
+            raise ValueError(f"NPUOutputTensorHook: {what} is not a tensor of the session's "
+                             "graph")
+        return item
+    if ":" in item:
+        return graph.as_graph_element(item)
+    op = graph.get_operation_by_name(item)
+    if len(op.outputs) != 1:
+        raise ValueError(f"NPUOutputTensorHook: name {item!r} is ambiguous, as op {item!r} has "
+                         f"{len(op.outputs)} outputs; name one, e.g. {item + ':0'!r}")
+    return op.outputs[0]
+
+
 class NPUOutputTensorHook(tf.compat.v1.train.LoggingTensorHook):
     """Collect ``tensors`` after every step and pass the collected values to ``output_fn``
     every ``output_every_n_steps`` steps (never, when 0) and at the end.
@@ -170,8 +189,9 @@ class NPUOutputTensorHook(tf.compat.v1.train.LoggingTensorHook):
         self._output_fn = output_fn
         self._output_every_n_steps = output_every_n_steps
         self._output_list = []
-        self._iter_count = 0
+        self._steps = 0
         self._has_tensors = tensors is not None
+        self._fetches = None
         if tensors is None:
             return
         if not isinstance(tensors, dict):
@@ -182,25 +202,27 @@ class NPUOutputTensorHook(tf.compat.v1.train.LoggingTensorHook):
             with tf.control_dependencies(dependencies):
                 tensors = {tag: tf.identity(value) for tag, value in tensors.items()}
         super().__init__(tensors, every_n_iter=1 << 31)
+        self._tensors_by_tag = dict(sorted(tensors.items()))
 
     def begin(self):
         """Resolve the tensors in the session's graph."""
         if self._has_tensors:
-            super().begin()
+            self._fetches = {tag: _graph_tensor(value)
+                             for tag, value in self._tensors_by_tag.items()}
 
     def before_run(self, run_context):
         """Request the tensors."""
         if self._has_tensors:
-            return tf.compat.v1.train.SessionRunArgs(self._current_tensors)
+            return tf.compat.v1.train.SessionRunArgs(self._fetches)
         return None
 
     def after_run(self, run_context, run_values):
         """Stash this step's values; call ``output_fn`` every ``output_every_n_steps`` steps."""
         if self._has_tensors:
             results = run_values.results
-            self._output_list.append({tag: results[tag] for tag in self._tag_order})
-        self._iter_count += 1
-        if self._output_every_n_steps and self._iter_count % self._output_every_n_steps == 0:
+            self._output_list.append({tag: results[tag] for tag in self._fetches})
+        self._steps += 1
+        if self._output_every_n_steps and self._steps % self._output_every_n_steps == 0:
             self._call_output_fn()
 
     def end(self, session):

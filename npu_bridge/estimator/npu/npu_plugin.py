@@ -25,7 +25,7 @@ import json
 import os
 import threading
 
-from tensorflow.python.ops import init_ops, variable_scope
+import tensorflow as tf
 
 from npu_bridge import _env
 from npu_bridge._device_only import DeviceOnlyError
@@ -327,8 +327,8 @@ def get_rdma_cache(data_type, shape, name="rdma_w"):
     :func:`~npu_bridge.estimator.npu.npu_scope.npu_mem_type_scope` (its ops carry the
     memory-type attribute). Works on any backend."""
     with npu_scope.npu_mem_type_scope():
-        return variable_scope.get_variable(name=name, shape=shape, dtype=data_type,
-                                           initializer=init_ops.zeros_initializer())
+        return tf.compat.v1.get_variable(name=name, shape=shape, dtype=data_type,
+                                         initializer=tf.compat.v1.zeros_initializer())
 
 
 def set_device_sat_mode(mode):

@@ -11,11 +11,15 @@ those broadcasts. Without sharded variables the graph is exactly a ``Saver``'s.
 
 import tensorflow as tf
 from tensorflow.core.protobuf import saver_pb2
-from tensorflow.python.training.saver import BulkSaverBuilder, Saver
 
+from npu_adapter import tf_compat
 from npu_bridge.estimator.npu import util
 
 __all__ = ["NPUBulkSaverBuilder", "NPUSaver"]
+
+# The original's top-level imports that scripts can reach through this module (TensorFlow's
+# BulkSaverBuilder is not public: see NPUBulkSaverBuilder).
+Saver = tf.compat.v1.train.Saver
 
 
 def _sharding_broadcasts(saveables):
@@ -42,17 +46,9 @@ def _sharding_broadcasts(saveables):
     return ops
 
 
-class NPUBulkSaverBuilder(BulkSaverBuilder):
-    """``BulkSaverBuilder`` whose save ops wait for the broadcasts of sharded weights."""
-
-    def _AddSaveOps(self, filename_tensor, saveables):
-        with tf.control_dependencies(_sharding_broadcasts(saveables)):
-            return super()._AddSaveOps(filename_tensor, saveables)
-
-    def _AddShardedSaveOps(self, filename_tensor, per_device):
-        saveables = [s for _, device_saveables in per_device for s in device_saveables]
-        with tf.control_dependencies(_sharding_broadcasts(saveables)):
-            return super()._AddShardedSaveOps(filename_tensor, per_device)
+class NPUBulkSaverBuilder(tf_compat.saver_builder_waiting_for(_sharding_broadcasts)):
+    """TensorFlow's ``BulkSaverBuilder`` whose save ops wait for the broadcasts of sharded
+    weights."""
 
 
 class NPUSaver(Saver):

@@ -1,7 +1,8 @@
 """Scopes that tag the ops created inside them (``npu_bridge.estimator.npu.npu_scope``).
 
-Each attribute scope adds node attributes to every op created inside it through the default
-graph's ``_attr_scope`` (ops created outside are untouched; nested scopes combine):
+Each attribute scope adds node attributes to every op created inside it in the default graph, as
+the original does with TensorFlow's graph attribute scope (ops created outside are untouched;
+nested scopes combine, the inner one winning for an attribute both set):
 
 =============================  ===============================================  ==============
 scope                          attribute(s)                                     type
@@ -34,8 +35,8 @@ import re
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
-from tensorflow.python.framework import ops
 
+from npu_adapter import tf_compat
 from npu_bridge.estimator.npu import util
 from npu_bridge.estimator.npu.npu_config import NpuExecutePlacement
 
@@ -59,10 +60,6 @@ __all__ = [
 _INT_TEXT_RE = re.compile(r"[+-]?\d+\Z")
 
 
-def _attr_scope(attrs):
-    return ops.get_default_graph()._attr_scope(attrs)
-
-
 def _int_attr(value, name):
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r}")
@@ -81,7 +78,7 @@ _TRUE = attr_value_pb2.AttrValue(b=True)
 @contextlib.contextmanager
 def without_npu_compile_scope():
     """Ops created inside stay on the host (``_without_npu_compile`` = True)."""
-    with _attr_scope({"_without_npu_compile": _TRUE}):
+    with tf_compat.attr_scope({"_without_npu_compile": _TRUE}):
         yield
 
 
@@ -92,21 +89,21 @@ def npu_variable_scope(placement=NpuExecutePlacement.ALL):
     if not isinstance(placement, NpuExecutePlacement):
         raise ValueError(f"placement value must be in NpuExecutePlacement's values "
                          f"{[member.name for member in NpuExecutePlacement]}, got {placement!r}")
-    with _attr_scope({"_variable_placement": _str_attr(placement.value, "placement")}):
+    with tf_compat.attr_scope({"_variable_placement": _str_attr(placement.value, "placement")}):
         yield
 
 
 @contextlib.contextmanager
 def keep_dtype_scope():
     """Ops created inside keep their original precision (int ``_keep_dtype`` = 1)."""
-    with _attr_scope({"_keep_dtype": attr_value_pb2.AttrValue(i=1)}):
+    with tf_compat.attr_scope({"_keep_dtype": attr_value_pb2.AttrValue(i=1)}):
         yield
 
 
 @contextlib.contextmanager
 def npu_stage_scope(stage):
     """Ops created inside form pipeline stage ``stage`` (int ``_stage_level``)."""
-    with _attr_scope({"_stage_level": _int_attr(stage, "stage")}):
+    with tf_compat.attr_scope({"_stage_level": _int_attr(stage, "stage")}):
         yield
 
 
@@ -114,7 +111,7 @@ def npu_stage_scope(stage):
 def npu_mem_type_scope():
     """Outputs of ops created inside use the special memory type (int ``_output_memory_type``
     = 1)."""
-    with _attr_scope({"_output_memory_type": attr_value_pb2.AttrValue(i=1)}):
+    with tf_compat.attr_scope({"_output_memory_type": attr_value_pb2.AttrValue(i=1)}):
         yield
 
 
@@ -124,7 +121,7 @@ def npu_weight_prefetch_scope(buffer_pool_id=0, buffer_pool_size=536870912):
     bytes (ints ``_buffer_pool_id`` / ``_buffer_pool_size``; id >= 0, size > 0)."""
     util.check_nonnegative_integer(buffer_pool_id, "buffer_pool_id")
     util.check_positive_integer(buffer_pool_size, "buffer_pool_size")
-    with _attr_scope({"_buffer_pool_id": attr_value_pb2.AttrValue(i=buffer_pool_id),
+    with tf_compat.attr_scope({"_buffer_pool_id": attr_value_pb2.AttrValue(i=buffer_pool_id),
                       "_buffer_pool_size": attr_value_pb2.AttrValue(i=buffer_pool_size)}):
         yield
 
@@ -133,7 +130,7 @@ def npu_weight_prefetch_scope(buffer_pool_id=0, buffer_pool_size=536870912):
 def op_specified_engine_scope(engine_name, kernel_lib_name):
     """Ops created inside run on ``engine_name`` with ``kernel_lib_name`` (strings
     ``_specified_engine_name`` / ``_specified_kernel_lib_name``)."""
-    with _attr_scope({
+    with tf_compat.attr_scope({
             "_specified_engine_name": _str_attr(engine_name, "engine_name"),
             "_specified_kernel_lib_name": _str_attr(kernel_lib_name, "kernel_lib_name")}):
         yield
@@ -142,7 +139,7 @@ def op_specified_engine_scope(engine_name, kernel_lib_name):
 @contextlib.contextmanager
 def npu_qos_label_scope(label):
     """Ops created inside get QoS service label ``label`` (int ``_qos_service_label``)."""
-    with _attr_scope({"_qos_service_label": _int_attr(label, "label")}):
+    with tf_compat.attr_scope({"_qos_service_label": _int_attr(label, "label")}):
         yield
 
 
@@ -150,14 +147,14 @@ def npu_qos_label_scope(label):
 def subgraph_multi_dims_scope(index):
     """Ops created inside form gear subgraph ``index`` (int ``_subgraph_multi_dims_index``);
     give its input op the gears with ``util.set_op_input_tensor_multi_dims``."""
-    with _attr_scope({"_subgraph_multi_dims_index": _int_attr(index, "index")}):
+    with tf_compat.attr_scope({"_subgraph_multi_dims_index": _int_attr(index, "index")}):
         yield
 
 
 @contextlib.contextmanager
 def npu_optimizer_scope():
     """Ops created inside belong to the optimizer (``_optimizer`` = True)."""
-    with _attr_scope({"_optimizer": _TRUE}):
+    with tf_compat.attr_scope({"_optimizer": _TRUE}):
         yield
 
 
@@ -177,7 +174,7 @@ def npu_graph_slice_scope(slice_num=None):
 @contextlib.contextmanager
 def disable_autofuse():
     """Ops created inside are not auto-fused (``_disable_autofuse_scope`` = True)."""
-    with _attr_scope({"_disable_autofuse_scope": _TRUE}):
+    with tf_compat.attr_scope({"_disable_autofuse_scope": _TRUE}):
         yield
 
 
@@ -209,5 +206,5 @@ def limit_core_num_scope(op_aicore_num="0", op_vectorore_num="0"):
     attrs = {"_op_vectorcore_num": _str_attr(op_vectorore_num, "op_vectorore_num")}
     if aicore > 0:
         attrs["_op_aicore_num"] = _str_attr(op_aicore_num, "op_aicore_num")
-    with _attr_scope(attrs):
+    with tf_compat.attr_scope(attrs):
         yield

@@ -8,29 +8,32 @@ shard (``dataset.shard(rank_size, rank_id)``). This build runs one rank, so the 
 whole dataset; more ranks raise the single-rank error of the HCCL functions.
 """
 
-from tensorflow.python.distribute import distribute_lib, one_device_strategy
+import tensorflow as tf
 
+from npu_adapter import tf_compat
 from npu_bridge.estimator.npu import util as util_lib
 from npu_bridge.hccl.manage.api import get_rank_id, get_rank_size
 
 __all__ = ["NPUExtended", "NPUStrategy"]
 
 
-class NPUExtended(one_device_strategy.OneDeviceExtended):
-    """One-device strategy internals with the rank size and per-rank dataset shards."""
+def _replicas_in_sync():
+    return int(util_lib.get_ranksize())
+
+
+def _rank_shard(dataset):
+    return dataset.shard(get_rank_size(), get_rank_id())
+
+
+class NPUExtended(tf_compat.one_device_extended(_replicas_in_sync, _rank_shard)):
+    """TensorFlow's one-device strategy internals with the rank size as the number of replicas
+    in sync and this rank's shard as the distributed dataset."""
 
     def __init__(self, container_strategy, device):
         super().__init__(container_strategy, device)
 
-    @property
-    def _num_replicas_in_sync(self):
-        return int(util_lib.get_ranksize())
 
-    def _experimental_distribute_dataset(self, dataset, options=None):
-        return dataset.shard(get_rank_size(), get_rank_id())
-
-
-class NPUStrategy(distribute_lib.StrategyV1):
+class NPUStrategy(tf.compat.v1.distribute.Strategy):
     """NPU distribution strategy; ``device`` must be ``"/cpu:0"`` (the only value the
     original accepts, ``ValueError`` otherwise)."""
 

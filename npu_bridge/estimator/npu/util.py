@@ -18,7 +18,8 @@ set_op_input_tensor_multi_dims  ``_subgraph_multi_dims_input_shape``         str
 set_op_tensor_max_size          ``_op_max_size``                             int
 ==============================  ===========================================  ==================
 
-Attributes are set with ``op._set_attr(name, AttrValue(...))`` as the original does. Where the
+Attributes are set on the existing op (TensorFlow's ``Operation._set_attr``, through
+:mod:`npu_adapter.tf_compat`), as the original does. Where the
 original passes bad input on to the C++ side (or to protobuf), these functions check it and
 raise an error naming the argument: bools and ints must have those types, the shape-range string
 must parse, and ``set_op_input_tensor_multi_dims`` validates its gear strings
@@ -30,9 +31,8 @@ import re
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, variable_pb2
-from tensorflow.python.framework import ops
-from tensorflow.python.ops import resource_variable_ops
 
+from npu_adapter import tf_compat
 from npu_adapter.config import OPTIONS_BY_NAME
 from npu_adapter.config.parsers import INT64_MAX, MAX_GEARS, MIN_GEARS
 from npu_adapter.errors import NpuConfigError
@@ -193,20 +193,18 @@ def _to_proto_fn(variable, export_scope=None):
 
 
 def _from_proto_fn(variable_def, import_scope=None):
-    if variable_def.is_resource:
-        return resource_variable_ops.ResourceVariable.from_proto(variable_def,
-                                                                 import_scope=import_scope)
-    return tf.compat.v1.Variable.from_proto(variable_def, import_scope=import_scope)
+    # A resource VariableDef gives a ResourceVariable, a ref one a RefVariable, as TensorFlow's
+    # own variable collections do.
+    return tf.compat.v1.Variable(variable_def=variable_def, import_scope=import_scope,
+                                 use_resource=variable_def.is_resource)
 
 
 def register_func(var_name):
     """Register the ``npu_runconfig_<var_name>`` collection for meta-graph export/import (as
     the variable collections are). Registering the same name again is a no-op."""
-    collection = f"{_NPU_RUNCONFIG}_{var_name}"
-    if ops.get_to_proto_function(collection) is not None:
-        return
-    ops.register_proto_function(collection, proto_type=variable_pb2.VariableDef,
-                                to_proto=_to_proto_fn, from_proto=_from_proto_fn)
+    tf_compat.register_proto_function(f"{_NPU_RUNCONFIG}_{var_name}",
+                                      proto_type=variable_pb2.VariableDef,
+                                      to_proto=_to_proto_fn, from_proto=_from_proto_fn)
 
 
 def create_or_get_var(var_name):
@@ -216,7 +214,7 @@ def create_or_get_var(var_name):
     in the collections ``npu_runconfig_<var_name>`` and ``LOCAL_VARIABLES``, or returned from
     the collection when it exists.
     """
-    graph = ops.get_default_graph()
+    graph = tf.compat.v1.get_default_graph()
     collection = f"{_NPU_RUNCONFIG}_{var_name}"
     found = graph.get_collection(collection)
     if len(found) == 1:
@@ -224,7 +222,7 @@ def create_or_get_var(var_name):
     if len(found) > 1:
         raise RuntimeError(f"Multiple var in collection {collection!r}.")
     global_step = tf.compat.v1.train.get_global_step()
-    with ops.colocate_with(global_step, ignore_existing=global_step is None), \
+    with tf.compat.v1.colocate_with(global_step, ignore_existing=global_step is None), \
             tf.compat.v1.variable_scope(_NPU_RUNCONFIG, reuse=tf.compat.v1.AUTO_REUSE):
         return tf.compat.v1.get_variable(
             var_name, initializer=tf.compat.v1.zeros_initializer(), shape=[], dtype=tf.int64,
@@ -233,7 +231,7 @@ def create_or_get_var(var_name):
 
 
 def _check_train_op(train_op):
-    if not isinstance(train_op, ops.Operation):
+    if not isinstance(train_op, tf.Operation):
         kind = getattr(getattr(train_op, "dtype", None), "name", type(train_op).__name__)
         raise ValueError(f"The incoming 'train_op' type is '{kind}', and the need type is "
                          "'Operation'")
@@ -421,10 +419,10 @@ def get_all_grad_item():
 
 
 def _op_of(tensor_or_op, function):
-    if isinstance(tensor_or_op, ops.Operation):
+    if isinstance(tensor_or_op, tf.Operation):
         return tensor_or_op
     op = getattr(tensor_or_op, "op", None)
-    if isinstance(op, ops.Operation):
+    if isinstance(op, tf.Operation):
         return op
     raise TypeError(f"{function}: expected a tf.Operation or a tensor/variable of a graph, got "
                     f"{type(tensor_or_op).__name__}")
@@ -432,7 +430,7 @@ def _op_of(tensor_or_op, function):
 
 def _set_attrs(op, attrs):
     for name, value in attrs.items():
-        op._set_attr(name, value)
+        tf_compat.set_op_attr(op, name, value)
 
 
 def _recompute_attr(experimental_config):
@@ -496,16 +494,17 @@ def set_graph_exec_config(fetch, dynamic_input=False,
 
     def resolve(item, found):
         """The ops to tag for ``item`` (appended to ``found``) and what to return for it."""
-        if isinstance(item, ops.Operation):
+        if isinstance(item, tf.Operation):
             found.append(item)
         elif isinstance(item, tf.Tensor) and isinstance(getattr(item, "op", None),
-                                                        ops.Operation):
+                                                        tf.Operation):
             found.append(item.op)
         elif isinstance(item, (list, tuple)):
             for element in item:
                 resolve(element, found)
         elif isinstance(item, str):
-            tensor = _tensor_by_name(ops.get_default_graph(), item, "set_graph_exec_config")
+            tensor = _tensor_by_name(tf.compat.v1.get_default_graph(), item,
+                                     "set_graph_exec_config")
             found.append(tensor.op)
             return tensor
         else:
@@ -548,7 +547,7 @@ def keep_tensors_dtypes(graph, input_tensors):
     """Keep the original precision of the ops producing ``input_tensors`` (int attribute
     ``_keep_dtype`` = 1). ``graph`` must be a ``tf.Graph`` and ``input_tensors`` a list/tuple of
     tensor names of it (``ValueError`` otherwise, naming the unknown tensor)."""
-    if not isinstance(graph, ops.Graph):
+    if not isinstance(graph, tf.Graph):
         raise ValueError(f"graph param must be ops.Graph class, got {type(graph).__name__}")
     if not isinstance(input_tensors, (tuple, list)):
         raise ValueError(f"input_tensors must be list or tuple, got "
@@ -559,7 +558,7 @@ def keep_tensors_dtypes(graph, input_tensors):
             raise ValueError(f"keep_tensors_dtypes: tensor names must be strings, got {name!r}")
         tensors.append(_tensor_by_name(graph, name, "keep_tensors_dtypes"))
     for tensor in tensors:
-        tensor.op._set_attr("_keep_dtype", attr_value_pb2.AttrValue(i=1))
+        tf_compat.set_op_attr(tensor.op, "_keep_dtype", attr_value_pb2.AttrValue(i=1))
 
 
 def set_op_tensor_max_range(tensor, max_shape):
@@ -568,14 +567,15 @@ def set_op_tensor_max_range(tensor, max_shape):
     if not isinstance(max_shape, str):
         raise TypeError(f"set_op_tensor_max_range: max_shape must be a string, got "
                         f"{type(max_shape).__name__}")
-    op._set_attr("_op_max_shape", attr_value_pb2.AttrValue(s=max_shape.encode("utf-8")))
+    tf_compat.set_op_attr(op, "_op_max_shape",
+                          attr_value_pb2.AttrValue(s=max_shape.encode("utf-8")))
 
 
 def set_op_tensor_max_size(tensor, max_size):
     """Int attribute ``_op_max_size`` = ``max_size`` (a positive int) on the op."""
     op = _op_of(tensor, "set_op_tensor_max_size")
     check_positive_integer(max_size, "max_size")
-    op._set_attr("_op_max_size", attr_value_pb2.AttrValue(i=max_size))
+    tf_compat.set_op_attr(op, "_op_max_size", attr_value_pb2.AttrValue(i=max_size))
 
 
 def _multi_dims_error(argument, fragment, allowed, whole):
@@ -689,7 +689,7 @@ def set_op_input_tensor_multi_dims(tensor, input_shape, input_dims):
             raise _multi_dims_error("input_shape", f"{index}:{','.join(map(str, dims))}",
                                     f"dims compatible with input {index} of op {op.name!r}, "
                                     f"whose shape is {static}", input_shape)
-    op._set_attr("_subgraph_multi_dims_input_shape",
-                 attr_value_pb2.AttrValue(s=input_shape.encode("utf-8")))
-    op._set_attr("_subgraph_multi_dims_input_dims",
-                 attr_value_pb2.AttrValue(s=input_dims.encode("utf-8")))
+    tf_compat.set_op_attr(op, "_subgraph_multi_dims_input_shape",
+                          attr_value_pb2.AttrValue(s=input_shape.encode("utf-8")))
+    tf_compat.set_op_attr(op, "_subgraph_multi_dims_input_dims",
+                          attr_value_pb2.AttrValue(s=input_dims.encode("utf-8")))

@@ -19,6 +19,12 @@ contract gives no code for raises :class:`ContractViolation`, so a test fails lo
 Execution is real: the model's frozen graph (see ``tests/fakes/fake_om.py``) runs in its own
 TensorFlow session on the bytes found in device memory, and the outputs are written back.
 ``acl.fake.fail[<call name>] = code`` makes that call return ``code`` (failure injection).
+
+The release order is checked too: ``destroy_context`` while memory allocated in that context
+lives, ``reset_device`` while a context of the device lives, ``acl.finalize`` while a context or
+device is held or before ``finalize_dump`` raise :class:`ContractViolation`. With
+``FAKE_ACL_LOG`` set, every call's name is appended to that file as it is made, so a test sees
+what a process called until it exited.
 """
 
 from . import _core

@@ -32,13 +32,14 @@ class ContractViolation(AssertionError):
 
 
 class _Region:
-    __slots__ = ("kind", "size", "data", "device")
+    __slots__ = ("kind", "size", "data", "device", "context")
 
-    def __init__(self, kind, size, data, device=None):
+    def __init__(self, kind, size, data, device=None, context=None):
         self.kind = kind        # "device", "host" (malloc_host) or "bytes" (bytes_to_ptr)
         self.size = size
         self.data = data
         self.device = device
+        self.context = context  # the context current when it was allocated
 
 
 class _Dataset:
@@ -228,6 +229,16 @@ class FakeState:
 STATE = FakeState()
 
 
+def _record(name, args):
+    """Book a call; with ``FAKE_ACL_LOG`` set, also append its name to that file at once (a
+    test reads what a process called up to its very end, its exit handlers included)."""
+    STATE.calls.append((name, args))
+    log = os.environ.get("FAKE_ACL_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(name + "\n")
+
+
 def _current_context():
     return getattr(STATE.local, "ctx", None)
 
@@ -239,7 +250,7 @@ def _api(name, form="ret", context=False, needs_init=True):
         @functools.wraps(fn)
         def wrapper(*args):
             with STATE.lock:
-                STATE.calls.append((name, args))
+                _record(name, args)
                 code = 0
                 if needs_init and not STATE.initialized:
                     code = 100001
@@ -302,6 +313,12 @@ def init(config_path=None):
 def finalize():
     if not STATE.initialized:
         return 100037 if STATE.finalized else 100001
+    if STATE.contexts or STATE.devices:
+        raise ContractViolation(f"acl.finalize while contexts {sorted(STATE.contexts)} or "
+                                f"devices {sorted(STATE.devices)} are held: destroy_context "
+                                "and reset_device first")
+    if STATE.dump_initialized:
+        raise ContractViolation("acl.finalize before acl.mdl.finalize_dump")
     STATE.initialized = False
     STATE.finalized = True
     return 0
@@ -348,6 +365,10 @@ def rt_set_context(ctx):
 def rt_destroy_context(ctx):
     if ctx not in STATE.contexts:
         return 100000
+    held = sorted(p for p, r in STATE.memory.items() if r.context == ctx)
+    if held:
+        raise ContractViolation(f"destroy_context({ctx:#x}) while memory allocated in it "
+                                f"lives ({len(held)} allocation(s)): free it first")
     del STATE.contexts[ctx]
     if _current_context() == ctx:
         STATE.local.ctx = None
@@ -366,7 +387,7 @@ def rt_malloc(size, policy):
         return None, 100000
     ptr = STATE.handle()
     STATE.memory[ptr] = _Region("device", size, bytearray(size),
-                                STATE.contexts[_current_context()])
+                                STATE.contexts[_current_context()], _current_context())
     return ptr, 0
 
 
@@ -383,7 +404,7 @@ def rt_malloc_host(size):
     if not isinstance(size, int) or size <= 0:
         return None, 100000
     ptr = STATE.handle()
-    STATE.memory[ptr] = _Region("host", size, bytearray(size))
+    STATE.memory[ptr] = _Region("host", size, bytearray(size), context=_current_context())
     return ptr, 0
 
 
@@ -414,7 +435,7 @@ def rt_memcpy(dst, dest_max, src, count, kind):
 
 
 def util_bytes_to_ptr(data):
-    STATE.calls.append(("acl.util.bytes_to_ptr", (len(data),)))
+    _record("acl.util.bytes_to_ptr", (len(data),))
     if not isinstance(data, bytes):
         raise ContractViolation("acl.util.bytes_to_ptr takes a bytes object")
     ptr = STATE.handle()
@@ -426,7 +447,7 @@ def util_bytes_to_ptr(data):
 
 
 def util_ptr_to_bytes(ptr, size):
-    STATE.calls.append(("acl.util.ptr_to_bytes", (ptr, size)))
+    _record("acl.util.ptr_to_bytes", (ptr, size))
     region = _region(ptr, ("host", "bytes"))
     if region is None or size > region.size:
         raise ContractViolation(f"ptr_to_bytes({ptr:#x}, {size}) outside host memory")

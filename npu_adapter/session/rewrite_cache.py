@@ -1,32 +1,31 @@
-"""A cache of rewrite results keyed by content, so a graph is rewritten once per process.
+"""The rewrite cache of sessions: a signature of a graph is rewritten once, also across processes.
 
-Online-inference scripts open a session per request (often on a freshly loaded graph): the
-rewrite of a signature depends only on the client graph's structure, the run signature, the
-options, the backend and the names it hands out, never on weight values (the passes run on the
-payload-free graph of :mod:`npu_adapter.graph.payload`). So the key is a hash of exactly those
-(the light client graph serialised deterministically, fetches, targets, feeds, the options, the
-backend, ``graph_num``, the op support list, the environment variables that change the
-rewrite, and the versions), and a hit restores the current graph's weights into a copy of the
-cached light result.
+Online-inference scripts open a session per request, often on a freshly loaded graph, and a
+process started again rewrites the same graphs again. The rewrite of a signature depends only on
+the user graph's structure (never on weight values: sessions rewrite the *light* graph of
+:mod:`npu_adapter.graph.payload`), the run signature, the options, the backend, the names it hands
+out and the code that rewrites. So :func:`cached_rewrite` wraps :func:`npu_adapter.rewrite` with a
+cache keyed by a hash of exactly those.
 
 :data:`MEMORY` holds the results of this process (bounded, least recently used dropped).
 :func:`disk_cache` is the layer shared between processes, under ``npu_adapter_cache_dir`` (or
-``graph_compiler_cache_dir``) in ``npu_adapter_rewrite/``: each entry is the light GraphDef
-(protobuf) and a JSON record of the other result fields, written atomically, checked by size and
-SHA-256 on read (a corrupt or unreadable entry is removed with a warning and rebuilt), and
-bounded by ``npu_adapter_compile_cache_max_mb`` (least recently used removed). No pickle: the
+``graph_compiler_cache_dir``) in ``npu_adapter_rewrite/``: each entry is the light rewritten
+GraphDef (protobuf) and a JSON record of the other result fields, written atomically, checked by
+size and SHA-256 on read (a corrupt or unreadable entry is removed with a warning and rebuilt),
+and bounded by ``npu_adapter_compile_cache_max_mb`` (least recently used removed). No pickle: the
 record holds strings, numbers and lists only, and a result that does not fit is not stored.
+Rewrites with dumps never come from a cache: the dump must watch the passes run.
 """
 
 import collections
-import copy
 import functools
 import hashlib
 import json
 import os
 import threading
 
-__all__ = ["RewriteCache", "DiskRewriteCache", "MEMORY", "rewrite_key", "disk_cache"]
+__all__ = ["RewriteCache", "DiskRewriteCache", "MEMORY", "rewrite_key", "graph_digest",
+           "disk_cache", "cached_rewrite"]
 
 # Environment variables a rewrite reads (they change its result).
 _ENVIRONMENT = ("ASCEND_OPP_PATH", "ASCEND_CUSTOM_OPP_PATH", "NPU_ADAPTER_EMULATE_PRECISION")
@@ -72,11 +71,17 @@ def sources_stamp(roots):
     return digest.hexdigest()[:16]
 
 
-def rewrite_key(client_graph_def, *, fetches, targets, feeds, config, backend, graph_num,
-                pipeline, op_support):
-    """The content key (hex SHA-256) of one rewrite (see the module docstring)."""
+def graph_digest(graph_def):
+    """The SHA-256 of ``graph_def`` serialised deterministically (hex)."""
+    return hashlib.sha256(graph_def.SerializeToString(deterministic=True)).hexdigest()
+
+
+def rewrite_key(graph_digest_hex, *, fetches, targets, feeds, config, backend, graph_num,
+                op_support):
+    """The content key (hex SHA-256) of one rewrite of the graph whose :func:`graph_digest` is
+    ``graph_digest_hex`` (see the module docstring)."""
     digest = hashlib.sha256()
-    digest.update(client_graph_def.SerializeToString(deterministic=True))
+    digest.update(graph_digest_hex.encode())
     backend_cls = type(backend)
     describe = {
         "fetches": list(fetches), "targets": list(targets), "feeds": list(feeds),
@@ -84,7 +89,7 @@ def rewrite_key(client_graph_def, *, fetches, targets, feeds, config, backend, g
         "present": bool(getattr(config, "present", True)),
         "backend": [getattr(backend, "name", ""), backend_cls.__module__,
                     backend_cls.__qualname__],
-        "graph_num": int(graph_num), "pipeline": pipeline or "",
+        "graph_num": int(graph_num),
         "op_support": op_support.fingerprint() if hasattr(op_support, "fingerprint")
         else repr(op_support),
         "environment": {k: os.environ.get(k, "") for k in _ENVIRONMENT},
@@ -96,10 +101,7 @@ def rewrite_key(client_graph_def, *, fetches, targets, feeds, config, backend, g
 
 class RewriteCache:
     """Rewrite results by content key, at most ``max_entries`` (least recently used dropped).
-
-    Entries are the *light* final graph (weights set aside, see ``graph/payload.py``) and the
-    other fields of the :class:`~npu_adapter.pipeline.result.RewriteResult`.
-    """
+    Results are shared, never modified: a session reads them and builds its own graphs."""
 
     def __init__(self, max_entries=64):
         self.max_entries = max_entries
@@ -109,27 +111,20 @@ class RewriteCache:
         self.misses = 0
 
     def get(self, key):
-        """``(light graph_def, result)`` for ``key`` or None. Callers get their own copies."""
+        """The result stored under ``key``, or None."""
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
+            result = self._entries.get(key)
+            if result is None:
                 self.misses += 1
                 return None
             self._entries.move_to_end(key)
             self.hits += 1
-        light, result = entry
-        graph_def = type(light)()
-        graph_def.CopyFrom(light)
-        return graph_def, copy.copy(result)
+            return result
 
-    def put(self, key, light_graph_def, result):
-        """Remember ``result`` (its ``graph_def`` is replaced by ``light_graph_def``)."""
-        stored = type(light_graph_def)()
-        stored.CopyFrom(light_graph_def)
-        result = copy.copy(result)
-        result.graph_def = None
+    def put(self, key, result):
+        """Remember ``result`` under ``key``."""
         with self._lock:
-            self._entries[key] = (stored, result)
+            self._entries[key] = result
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
@@ -146,11 +141,10 @@ MEMORY = RewriteCache()
 
 
 # RewriteResult fields the disk record holds (the graph is the artefact; clusters are re-read
-# from it, as a fresh rewrite reads them), and those an entry may lack (then empty).
+# from it, as a fresh rewrite reads them).
 _RECORD_FIELDS = ("placement", "modified", "skip_reason", "tensor_map", "op_map", "feed_map",
                   "pipeline", "timings", "pass_info", "aliases")
-_OPTIONAL_FIELDS = ("derived",)
-_FORMAT = 1
+_FORMAT = 2
 
 
 class DiskRewriteCache:
@@ -180,7 +174,7 @@ class DiskRewriteCache:
         return hashlib.sha256(f"{key}:{_code_stamp()}".encode()).hexdigest()
 
     def get(self, key):
-        """``(light graph_def, result)`` for ``key`` or None."""
+        """The result stored under ``key``, or None."""
         from google.protobuf.message import DecodeError
         from tensorflow.core.framework import graph_pb2
 
@@ -198,31 +192,25 @@ class DiskRewriteCache:
             with open(path, "rb") as f:
                 light = graph_pb2.GraphDef.FromString(f.read())
             result = RewriteResult(
-                graph_def=None, clusters=clusters_from_graph(light),
+                graph_def=light, clusters=clusters_from_graph(light),
                 timings=[tuple(t) for t in meta["timings"]],
-                **{k: meta[k] for k in _RECORD_FIELDS if k != "timings"},
-                **{k: meta[k] for k in _OPTIONAL_FIELDS if k in meta})
+                **{k: meta[k] for k in _RECORD_FIELDS if k != "timings"})
         except (OSError, ValueError, TypeError, KeyError, DecodeError) as exc:
             self.store.discard(key, str(exc) or type(exc).__name__)
             return None
-        return light, result
+        return result
 
-    def holds_entries(self):
-        """Whether the directory holds at least one entry (of any graph): a process that
-        starts with such a cache most likely rewrites from it."""
-        return self.store.has_entries()
-
-    def put(self, key, light_graph_def, result):
-        """Store ``result`` (with ``light_graph_def`` as its graph); False when its fields do
-        not fit a JSON record (then it stays in memory only)."""
-        meta = {k: getattr(result, k) for k in _RECORD_FIELDS + _OPTIONAL_FIELDS}
+    def put(self, key, result):
+        """Store ``result``; False when its fields do not fit a JSON record (then it stays in
+        memory only)."""
+        meta = {k: getattr(result, k) for k in _RECORD_FIELDS}
         meta["format"] = _FORMAT
         key = self._disk_key(key)
         try:
             json.dumps(meta)
         except (TypeError, ValueError):
             return False
-        self.store.store_bytes(key, light_graph_def.SerializeToString(deterministic=True), meta)
+        self.store.store_bytes(key, result.graph_def.SerializeToString(deterministic=True), meta)
         return True
 
 
@@ -253,3 +241,43 @@ def disk_cache(config):
             cache = _DISK[where] = DiskRewriteCache(directory, option,
                                                     max_mb * (1 << 20) or None)
         return cache
+
+
+def cached_rewrite(graph_def, digest, config, *, fetches, targets, feeds, backend, graph_num):
+    """``npu_adapter.rewrite(graph_def, config, ...)`` of a session, from the caches when the
+    same rewrite was made before (in this process, or on disk by another).
+
+    Args:
+        graph_def: the user's light GraphDef (see the module docstring).
+        digest: its :func:`graph_digest`.
+        config: the session's ``NpuConfig``.
+        fetches, targets, feeds: the run signature (names in ``graph_def``).
+        backend: the ``Backend`` instance.
+        graph_num: the ``N`` of the ``GeOp<N>_<k>`` names.
+    """
+    from npu_adapter.api import rewrite
+
+    dump_dir = getattr(config, "npu_adapter_dump_dir", "") or None
+    key = disk = None
+    if dump_dir is None:
+        key = rewrite_key(digest, fetches=fetches, targets=targets, feeds=feeds, config=config,
+                          backend=backend, graph_num=graph_num,
+                          op_support=backend.op_support(config))
+        result = MEMORY.get(key)
+        if result is not None:
+            return result
+        # Only backends whose rewritten graphs hold nothing bound to this process share them on
+        # disk (the CANN lowering registers a callback token per cluster).
+        if getattr(backend, "portable_rewrites", False):
+            disk = disk_cache(config)
+            result = disk.get(key) if disk is not None else None
+            if result is not None:
+                MEMORY.put(key, result)
+                return result
+    result = rewrite(graph_def, config, fetches=fetches, targets=targets, feeds=feeds,
+                     backend=backend, dump_dir=dump_dir, graph_num=graph_num)
+    if key is not None:
+        MEMORY.put(key, result)
+        if disk is not None:
+            disk.put(key, result)
+    return result

@@ -1,12 +1,18 @@
-"""The user's graph is never modified; sessions on one graph share one rewrite; round trips."""
+"""The execution graph: the user's graph is never modified; sessions on one graph share one
+rewrite; round trips; state stays one per session."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from npu_adapter.config import NpuConfig
-from npu_adapter.session import NpuSession, is_npu_session, plain_session_class
-from npu_adapter.session.shadow import ShadowGraph
+from npu_adapter.session import (
+    NpuSession,
+    graph_rewrites,
+    is_npu_session,
+    plain_session_class,
+    runner_of,
+)
 
 tf1 = tf.compat.v1
 PlainSession = plain_session_class()
@@ -54,7 +60,7 @@ def test_the_users_graph_is_left_as_it_was():
             sess.run([loss, train], {x: xs, y: ys})
         assert sess.graph is graph
         assert sess.graph_def.SerializeToString(deterministic=True) == before[0]
-        assert sess.npu_rewrite_result([loss, train], {x: xs, y: ys}).clusters
+        assert runner_of(sess).rewrite_result([loss, train], {x: xs, y: ys}).clusters
     assert snapshot(graph) == before
     with graph.as_default():
         exported = tf1.train.export_meta_graph(graph=graph)
@@ -99,17 +105,13 @@ def test_sessions_on_one_graph_share_the_rewrite_and_add_nothing(monkeypatch):
         x = tf1.placeholder(tf.float32, [None, 3], name="x")
         w = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
         probs = tf.nn.softmax(tf.matmul(x, w), name="probs")
-    shadow = ShadowGraph.for_graph(graph)
-    sizes = []
     feed = {x: np.ones((2, 3), np.float32)}
     want = PlainSession(graph=graph).run(probs, feed)
     for _ in range(20):
         with NpuSession(graph=graph, config=npu_config()) as sess:
             assert sess.run(probs, feed).tobytes() == want.tobytes()
-        sizes.append((len(shadow.graph.get_operations()),
-                      len(shadow.graph.as_graph_def().library.function)))
     assert len(calls) == 1
-    assert len(set(sizes)) == 1  # the 20th session adds what the 2nd does: nothing
+    assert len(graph_rewrites(graph)) == 1  # the 20th session adds what the 2nd does: nothing
     assert len(graph.get_operations()) == 4
     # Other options are another rewrite, installed once too.
     with NpuSession(graph=graph, config=npu_config(mix_compile_mode=True)) as sess:
@@ -134,7 +136,7 @@ def test_a_graph_taken_from_a_session_loads_into_another_session(tmp_path):
             sess.run(fresh.get_operation_by_name("init"))
             value = sess.run("loss:0", {"x:0": xs, "y:0": ys})
             assert np.isfinite(value)
-            assert sess.npu_rewrite_result("loss:0", {"x:0": xs, "y:0": ys}).clusters
+            assert runner_of(sess).rewrite_result("loss:0", {"x:0": xs, "y:0": ys}).clusters
 
 
 def test_a_fed_intermediate_tensor_and_a_fetched_feed():
@@ -184,7 +186,7 @@ def test_callable_from_options_maps_user_names():
 
 
 def test_a_fresh_graph_with_the_same_content_reuses_the_rewrite(counted_passes):
-    from npu_adapter.pipeline import rewrite_cache
+    from npu_adapter.session import rewrite_cache
 
     runs = counted_passes
     rs = np.random.RandomState(0)
@@ -207,36 +209,19 @@ def test_a_fresh_graph_with_the_same_content_reuses_the_rewrite(counted_passes):
     assert not np.array_equal(outputs[0], outputs[1])
 
 
-def _function_library(value):
-    """A FunctionDefLibrary holding one function ``AddConst`` returning ``x + value``."""
+def test_a_users_function_call_runs_with_plain_values():
+    graph = tf.Graph()
+    with graph.as_default():
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)], autograph=False)
+        def add(v):
+            return v * 2.0 + 1.0
 
-    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)], autograph=False)
-    def add(x):
-        return x + value
-
-    graph_def = tf.compat.v1.GraphDef()
-    fdef = graph_def.library.function.add()
-    fdef.CopyFrom(add.get_concrete_function().function_def)
-    fdef.signature.name = "AddConst"
-    return graph_def.library
-
-
-def test_functions_enter_the_shadow_once_and_a_clash_is_refused():
-    from tensorflow.python.eager import context
-
-    def count():
-        return sum(f.signature.name == "AddConst"
-                   for f in shadow.graph.as_graph_def().library.function)
-
-    shadow = ShadowGraph.for_graph(tf.Graph())
-    shadow.add_functions(_function_library(1.0))
-    assert count() == 1
-    assert not context.context().has_function("AddConst")  # the graph's, not the eager context's
-    shadow.add_functions(_function_library(1.0))  # equal: nothing to do, no error
-    assert count() == 1
-    # A different body under a taken name is refused, as an import would refuse it.
-    with pytest.raises((ValueError, tf.errors.InvalidArgumentError), match="AddConst"):
-        shadow.add_functions(_function_library(2.0))
+        x = tf1.placeholder(tf.float32, [None], name="x")
+        y = tf.identity(add(x), name="y")
+    feed = {x: np.array([1.0, -3.0], np.float32)}
+    with NpuSession(graph=graph, config=npu_config()) as sess, PlainSession(graph=graph) as ref:
+        for _ in range(2):
+            assert sess.run(y, feed).tobytes() == ref.run(y, feed).tobytes()
 
 
 def _tiny_step_nodes(min_graph_nodes=None, isolate=False):
@@ -244,8 +229,7 @@ def _tiny_step_nodes(min_graph_nodes=None, isolate=False):
     with graph.as_default():
         x = tf1.placeholder(tf.float32, [2, 2], name="x")
         y = tf.tanh(tf.matmul(x, tf.constant(np.eye(2, dtype=np.float32))) + 1.0, name="y")
-    # In the shadow graph (on the user's graph, session/direct.py, nothing is installed).
-    config = npu_config(npu_adapter_isolate_clusters=isolate, npu_adapter_run_on_user_graph=False)
+    config = npu_config(npu_adapter_isolate_clusters=isolate)
     if min_graph_nodes is not None:
         config.graph_options.rewrite_options.min_graph_nodes = min_graph_nodes
     feed = {x: np.ones((2, 2), np.float32)}
@@ -318,11 +302,8 @@ def test_a_state_owner_the_rewrite_changed_keeps_one_state(make_state):
     np.testing.assert_array_equal(results[1], results[0])
 
 
-def test_a_users_node_needed_after_a_node_of_its_scope_is_imported_as_a_copy():
-    # ``a`` and ``a/b`` are both user nodes. A first signature brings ``a/b`` into the shadow;
-    # a second one needs ``a``: TensorFlow's import counts a name used as a scope as taken
-    # (``a`` would become ``a_1``, or fail without uniquifying), so ``a`` enters as a copy
-    # under the rewrite's scope, and what reads it reads the copy.
+def test_a_node_named_like_the_scope_of_another_keeps_its_values():
+    # ``a`` and ``a/b`` are both user nodes: each keeps its name in the execution graph.
     graph_def = tf1.GraphDef()
     x = graph_def.node.add(name="x", op="Placeholder")
     x.attr["dtype"].type = tf.float32.as_datatype_enum
@@ -338,11 +319,8 @@ def test_a_users_node_needed_after_a_node_of_its_scope_is_imported_as_a_copy():
     with graph.as_default():
         tf.graph_util.import_graph_def(graph_def, name="")
     feed = {"x:0": np.array([1.5, -2.0], np.float32)}
-    config = npu_config(npu_adapter_run_on_user_graph=False)  # the shadow is what is tested
-    with NpuSession(graph=graph, config=config) as sess, PlainSession(graph=graph) as plain:
+    with NpuSession(graph=graph, config=npu_config()) as sess, \
+            PlainSession(graph=graph) as plain:
         for fetch in ("y1:0", "y2:0", ["y2:0", "y1:0"]):
             got, want = sess.run(fetch, feed), plain.run(fetch, feed)
             np.testing.assert_array_equal(got, want)
-    names = {op.name for op in ShadowGraph.for_graph(graph).graph.get_operations()}
-    assert "a/b" in names and "a" not in names and "a_1" not in names
-    assert any(n.startswith("npu_rewrite_") and n.endswith("/a") for n in names)
