@@ -127,7 +127,7 @@ def test_option_sets_follow_the_gears_a_case_supports():
     assert "gears_dataset" not in sets and sets["mix"] == {"mix_compile_mode": True}
     assert "gears_placeholder" not in GraphCase(program, ("x",), feeds=feeds).option_sets()
     assert [s.name for s in OPTION_SETS] == [
-        "full_offload", "mix", "rewritten_path", "gears_placeholder", "gears_dataset",
+        "full_offload", "mix", "isolated_clusters", "gears_placeholder", "gears_dataset",
         "precision_keep_dtype"]
 
 
@@ -251,21 +251,43 @@ def test_plain_tensorflow_that_is_not_reproducible_proves_nothing():
         assert_session_equivalent(unseeded, {"full": {}}, steps=1)
 
 
-def test_plain_tensorflow_that_ignores_a_feed_is_no_reference():
+def test_a_fed_tensor_that_plain_tensorflow_ignores_is_ignored_by_the_cpu_reference_too():
     """TensorFlow 2.15-2.21's arithmetic optimizer computes t * 2 from p when t = p + p is fed
-    (plain TensorFlow ignores the feed); the rewritten path honours it, as TF1 did."""
+    (plain TensorFlow ignores the feed); the CPU reference runs the rewritten graph through the
+    same Grappler, so it gives plain TensorFlow's values, and with the arithmetic optimizer off
+    in session_config both sides use the fed value."""
     def build():
         p = tf1.placeholder(tf.float32, [2], name="p")
         t = tf.math.add(p, p, name="t")
         return [tf.math.multiply(t, 2.0, name="y")]
 
     feeds = {"p:0": np.float32([0.0, 0.0]), "t:0": np.float32([10.0, 10.0])}
-    sets = {"rewritten": {"npu_adapter_run_on_user_graph": False}}
-    comparison = compare_sessions(build, sets, feeds=feeds, steps=1)
-    assert comparison.outcomes[0].status == "plain_ignores_feed" and not comparison.failed
-    assert "the NPU session honours the feed" in comparison.describe()
-    with pytest.raises(InvalidGraphError, match="plain TensorFlow ignores a fed tensor"):
-        assert_session_equivalent(build, sets, feeds=feeds, steps=1)
+    sets = {"full": {}, "mix": {"mix_compile_mode": True}}
+    comparison = assert_session_equivalent(build, sets, feeds=feeds, steps=1)
+    assert [o.status for o in comparison.outcomes] == ["equal", "equal"]
+    assert_session_equivalent(build, sets, feeds=feeds, steps=1,
+                              session_config=_arithmetic_off())
+    with tf.Graph().as_default() as graph:
+        (y,) = build()
+        with tf1.Session(graph=graph, config=_npu_config(_arithmetic_off())) as sess:
+            np.testing.assert_array_equal(sess.run(y, feeds), [20.0, 20.0])
+        with tf1.Session(graph=graph, config=_npu_config(tf1.ConfigProto())) as sess:
+            np.testing.assert_array_equal(sess.run(y, feeds), [0.0, 0.0])
+
+
+def _arithmetic_off():
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    config = tf1.ConfigProto()
+    config.graph_options.rewrite_options.arithmetic_optimization = \
+        rewriter_config_pb2.RewriterConfig.OFF
+    return config
+
+
+def _npu_config(base):
+    from npu_adapter.config import NpuConfig
+
+    return NpuConfig.from_dict({}).to_config_proto(base)
 
 
 def test_bad_option_sets_are_rejected_before_anything_runs():

@@ -75,9 +75,8 @@ OPTION_SETS = (
     OptionSet("full_offload", {}, description="the defaults: the largest cluster on the device"),
     OptionSet("mix", {"mix_compile_mode": True},
               description="mix compile mode: unsupported and gray ops split the clusters"),
-    OptionSet("rewritten_path", {"npu_adapter_run_on_user_graph": False},
-              description="full offload, every signature run rewritten in the session's "
-                          "private graph"),
+    OptionSet("isolated_clusters", {"npu_adapter_isolate_clusters": True},
+              description="full offload, every cluster kept a function call (never inlined)"),
     OptionSet("gears_placeholder", {}, gears="placeholder",
               description="gears on the batch dim of the placeholder (dynamic_node_type=1)"),
     OptionSet("gears_dataset", {}, gears="dataset",
@@ -87,7 +86,7 @@ OPTION_SETS = (
               description="precision emulation on, every op in its own dtype (exact)"),
 )
 """The option sets the tester runs by default. Data, not code: add, drop or change sets as the
-options change (``npu_adapter_run_on_user_graph`` is a transitional option)."""
+options change."""
 
 
 def option_sets_by_name(names=None, sets=OPTION_SETS):
