@@ -209,13 +209,18 @@ def run_fuzz(option_sets, *, seed=0, minutes=None, max_examples=None, max_ops=8,
     # While a case is shrunk: its key, option set, the end of its time budget, whether the
     # budget ran out, and the cases seen failing (hypothesis replays the smallest at the end).
     target = {}
+    # Hypothesis draws the same graph again now and then (a variation of a choice the graph
+    # does not use): each graph is run once, so the figures count distinct graphs.
+    seen = set()
 
     def out_of_time():
         return deadline is not None and time.monotonic() > deadline
 
     def explore(case):
-        if out_of_time() or (max_examples is not None and result.graphs >= max_examples):
+        if out_of_time() or (max_examples is not None and result.graphs >= max_examples) \
+                or case in seen:
             return
+        seen.add(case)
         sets = case.option_sets(option_sets)
         try:
             comparison = case.compare(sets)
