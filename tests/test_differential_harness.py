@@ -17,7 +17,9 @@ from npu_adapter.backends import register_backend, unregister_backend
 from npu_adapter.backends.cpu import CpuReferenceBackend
 from npu_adapter.errors import BackendError, NpuConfigError
 from npu_adapter.testing import (
+    EXPECTED_REFUSALS,
     OPTION_SETS,
+    ExpectedRefusal,
     FeedValue,
     GraphCase,
     InvalidGraphError,
@@ -288,6 +290,36 @@ def _npu_config(base):
     from npu_adapter.config import NpuConfig
 
     return NpuConfig.from_dict({}).to_config_proto(base)
+
+
+def _resource_read_in_a_v1_cond():
+    tf1.disable_control_flow_v2()
+    x = tf1.placeholder(tf.float32, [None, 4], name="x")
+    v = tf1.Variable(seeded_array(1, [4]), name="v", use_resource=True)
+    return [tf1.cond(tf.math.reduce_sum(x) > 0.0, lambda: x * v, lambda: tf.math.tanh(x))]
+
+
+def test_a_refusal_the_original_makes_counts_apart_when_its_remedy_runs():
+    """Mix mode refuses a resource variable read inside a v1 cond (the cond's Switch stays on
+    the host), as the original does; with variable_placement=Host the graph runs."""
+    feeds = {"x:0": seeded_array(0, [2, 4])}
+    mix = {"mix": {"mix_compile_mode": True}}
+    comparison = assert_session_equivalent(_resource_read_in_a_v1_cond, mix, feeds=feeds,
+                                           steps=2)
+    outcome = comparison.outcomes[0]
+    assert outcome.status == "refused" and not comparison.failed
+    assert outcome.refusal is EXPECTED_REFUSALS[0] and outcome.remedy_compared == 4
+    assert "is not in white list" in outcome.describe()
+    assert 'with {"variable_placement": "Host"} added: equal (4 values)' in outcome.describe()
+
+    strict = compare_sessions(_resource_read_in_a_v1_cond, mix, feeds=feeds, steps=2,
+                              expected_refusals=())
+    assert strict.outcomes[0].status == "failure"
+    no_cure = ExpectedRefusal("white_list", "not in white list", {"variable_placement": "Device"},
+                              "nowhere")
+    with pytest.raises(SessionMismatchError, match="is not in white list"):
+        assert_session_equivalent(_resource_read_in_a_v1_cond, mix, feeds=feeds, steps=2,
+                                  expected_refusals=(no_cure,))
 
 
 def test_bad_option_sets_are_rejected_before_anything_runs():

@@ -11,7 +11,9 @@ from npu_adapter.testing.builders import GraphBuilder, attr_value, node_def
 from npu_adapter.testing.cases import FeedValue, GraphCase
 from npu_adapter.testing.compare import assert_graph_equal, canonical_edges, graph_defs_equal
 from npu_adapter.testing.differential import (
+    EXPECTED_REFUSALS,
     OPTION_SETS,
+    ExpectedRefusal,
     InvalidGraphError,
     Mismatch,
     OptionSet,
@@ -46,6 +48,8 @@ __all__ = [
     "compare_sessions",
     "OPTION_SETS",
     "OptionSet",
+    "EXPECTED_REFUSALS",
+    "ExpectedRefusal",
     "option_sets_by_name",
     "SessionComparison",
     "RunOutcome",

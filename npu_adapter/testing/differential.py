@@ -25,6 +25,7 @@ long run (``python -m npu_adapter.testing.fuzz``).
 """
 
 import contextlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
@@ -37,6 +38,8 @@ from npu_adapter.testing.values import Difference, difference
 
 __all__ = [
     "OPTION_SETS",
+    "EXPECTED_REFUSALS",
+    "ExpectedRefusal",
     "InvalidGraphError",
     "Mismatch",
     "OptionSet",
@@ -87,6 +90,34 @@ OPTION_SETS = (
 )
 """The option sets the tester runs by default. Data, not code: add, drop or change sets as the
 options change."""
+
+
+@dataclass(frozen=True)
+class ExpectedRefusal:
+    """An error an NPU session raises by design, as the original adapter stops the same graph,
+    and the documented options with which the graph runs.
+
+    A run that fails with an error matching ``pattern`` (a regular expression searched in
+    ``"ErrorType: message"``) is run again with ``remedy`` added to its options; when that run
+    gives plain TensorFlow's values, the outcome is ``refused``, not a failure.
+    """
+
+    name: str
+    pattern: str
+    remedy: Mapping
+    documented_in: str
+
+
+EXPECTED_REFUSALS = (
+    ExpectedRefusal(
+        "variable_outside_every_cluster",
+        r"^InvalidArgumentError: Ref Tensors \(e\.g\., Variables\) output: .+ is not in white "
+        r"list \(it reads variable '.+' outside every cluster while variable_placement is Device",
+        {"variable_placement": "Host"},
+        "docs/original-adapter.md, section 7 (mix mode: a variable read through a ref or "
+        "resource edge by a node in no GeOp)"),
+)
+"""The refusals the tester accepts when their remedy works. Data, like :data:`OPTION_SETS`."""
 
 
 def option_sets_by_name(names=None, sets=OPTION_SETS):
@@ -163,16 +194,22 @@ class RunOutcome:
     mismatches: Tuple[Mismatch, ...] = ()
     failure: Optional[RunFailure] = None
     reference_problem: str = ""  # "", "unreproducible" or "plain_ignores_feed"
+    refusal: Optional[ExpectedRefusal] = None  # the failure is this expected refusal
+    remedy_compared: int = 0  # values the run with the refusal's remedy compared, all equal
 
     @property
     def status(self):
-        """``equal``, ``mismatch`` or ``failure``; or, when a difference shows but plain
-        TensorFlow is no reference for this graph, ``unreproducible`` (plain TensorFlow gave
-        two different results for it) or ``plain_ignores_feed`` (plain TensorFlow's arithmetic
-        optimizer computes a consumer of a fed tensor from that tensor's inputs, ignoring the
-        feed, and the NPU session gives what plain TensorFlow gives with that optimizer off)."""
+        """``equal``, ``mismatch`` or ``failure``; ``refused`` when the failure is an
+        :class:`ExpectedRefusal` whose remedy gives plain TensorFlow's values; or, when a
+        difference shows but plain TensorFlow is no reference for this graph,
+        ``unreproducible`` (plain TensorFlow gave two different results for it) or
+        ``plain_ignores_feed`` (plain TensorFlow's arithmetic optimizer computes a consumer of
+        a fed tensor from that tensor's inputs, ignoring the feed, and the NPU session gives
+        what plain TensorFlow gives with that optimizer off)."""
         if self.reference_problem:
             return self.reference_problem
+        if self.refusal is not None:
+            return "refused"
         if self.failure is not None:
             return "failure"
         return "mismatch" if self.mismatches else "equal"
@@ -185,6 +222,11 @@ class RunOutcome:
         if self.status == "plain_ignores_feed":
             return (f"{head}: plain TensorFlow ignores a fed tensor (its arithmetic optimizer "
                     "rewrites through it); the NPU session honours the feed")
+        if self.refusal is not None:
+            return (f"{head}: refused as the original adapter refuses it "
+                    f"({self.refusal.documented_in}): {self.failure.describe()}; with "
+                    f"{literal_source(dict(self.refusal.remedy))} added: equal "
+                    f"({self.remedy_compared} values)")
         if self.failure is not None:
             return f"{head}: {self.failure.describe()}"
         if self.mismatches:
@@ -407,7 +449,7 @@ def _normalise_option_sets(option_sets):
 
 
 def compare_sessions(build, option_sets, *, steps=3, feeds=None, init=(), session_config=None,
-                     compare_variables=True):
+                     compare_variables=True, expected_refusals=EXPECTED_REFUSALS):
     """Run ``build``'s graph in plain TensorFlow and in an NPU session per option set.
 
     Args:
@@ -429,6 +471,8 @@ def compare_sessions(build, option_sets, *, steps=3, feeds=None, init=(), sessio
             set's ``NpuOptimizer`` entry added).
         compare_variables: read and compare every variable (``VariableV2`` and ``VarHandleOp``)
             after each step.
+        expected_refusals: :class:`ExpectedRefusal` entries; a failure matching one whose
+            remedy runs equal is ``refused`` (``()``: every failure counts).
 
     Returns:
         A :class:`SessionComparison` with one :class:`RunOutcome` per option set.
@@ -471,6 +515,14 @@ def compare_sessions(build, option_sets, *, steps=3, feeds=None, init=(), sessio
             if not mismatches and actual.error is not None:
                 phase, error = actual.error
                 outcome.failure = RunFailure(phase, type(error).__name__, _message(error))
+                refusal = _matching_refusal(outcome.failure, expected_refusals)
+                if refusal is not None:
+                    remedied = NpuConfig.from_dict({**options, **refusal.remedy})
+                    remedy_run = _run_side(build, npu_session,
+                                           config=remedied.to_config_proto(base), **run)
+                    compared, remedy_mismatches = _compare_traces(expected, remedy_run)
+                    if not remedy_mismatches and remedy_run.error is None:
+                        outcome.refusal, outcome.remedy_compared = refusal, compared
             if mismatches:
                 if second_plain is None:
                     second_plain = _run_side(build, plain_session, config=plain_config,
@@ -490,6 +542,13 @@ def compare_sessions(build, option_sets, *, steps=3, feeds=None, init=(), sessio
     return SessionComparison(steps, outcomes)
 
 
+def _matching_refusal(failure, refusals):
+    """The first of ``refusals`` whose pattern matches ``failure`` (its error type and the line
+    that says what went wrong), or None."""
+    text = f"{failure.error_type}: {error_summary(failure.message)}"
+    return next((r for r in refusals if re.search(r.pattern, text)), None)
+
+
 def _without_arithmetic(config):
     """``config`` with Grappler's arithmetic optimizer off."""
     from tensorflow.core.protobuf import rewriter_config_pb2
@@ -506,9 +565,11 @@ def _message(error):
 
 
 def assert_session_equivalent(build, option_sets, *, steps=3, feeds=None, init=(),
-                              session_config=None, compare_variables=True):
+                              session_config=None, compare_variables=True,
+                              expected_refusals=EXPECTED_REFUSALS):
     """:func:`compare_sessions`, raising :class:`SessionMismatchError` (an ``AssertionError``)
-    when any option set differs from plain TensorFlow or fails where it runs. The message
+    when any option set differs from plain TensorFlow or fails where it runs (an expected
+    refusal whose remedy runs equal is no failure). The message
     names each option set, the step, the tensor, how it differs (first differing index, the
     two values, max abs diff and ulp) or the error, and how to rerun one set alone.
 
@@ -523,7 +584,8 @@ def assert_session_equivalent(build, option_sets, *, steps=3, feeds=None, init=(
     """
     comparison = compare_sessions(build, option_sets, steps=steps, feeds=feeds, init=init,
                                   session_config=session_config,
-                                  compare_variables=compare_variables)
+                                  compare_variables=compare_variables,
+                                  expected_refusals=expected_refusals)
     statuses = {o.status for o in comparison.outcomes}
     if "unreproducible" in statuses:
         raise InvalidGraphError(

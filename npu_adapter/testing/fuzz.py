@@ -37,6 +37,7 @@ class _SetFigures:
     compared: int = 0
     mismatches: int = 0
     failures: int = 0
+    refused: int = 0
     unreproducible: int = 0
     ignored_feeds: int = 0
 
@@ -74,6 +75,7 @@ class FuzzResult:
     defects: dict = field(default_factory=dict)  # key -> Defect
     invalid_examples: dict = field(default_factory=dict)  # message -> reproducer
     features: dict = field(default_factory=dict)  # feature -> graphs
+    refusals: dict = field(default_factory=dict)  # expected refusal -> {option set: runs}
 
     @property
     def runs(self):
@@ -90,16 +92,22 @@ class FuzzResult:
         """Runs that raised where plain TensorFlow ran."""
         return sum(f.failures for f in self.figures.values())
 
+    @property
+    def refused(self):
+        """Runs refused by design (an expected refusal whose remedy gave plain TensorFlow's
+        values); neither mismatches nor failures."""
+        return sum(f.refused for f in self.figures.values())
+
     def table(self):
         """The figures per option set, as a Markdown table."""
         rows = [("option set", "graphs run", "values compared", "mismatches", "failures",
-                 "plain not reproducible", "plain ignores a feed")]
+                 "expected refusals", "plain not reproducible", "plain ignores a feed")]
         for name in self.option_sets:
             f = self.figures.get(name, _SetFigures())
-            rows.append((name, f.graphs, f.compared, f.mismatches, f.failures,
+            rows.append((name, f.graphs, f.compared, f.mismatches, f.failures, f.refused,
                          f.unreproducible, f.ignored_feeds))
         total = ("total", self.runs, sum(f.compared for f in self.figures.values()),
-                 self.mismatches, self.failures,
+                 self.mismatches, self.failures, self.refused,
                  sum(f.unreproducible for f in self.figures.values()),
                  sum(f.ignored_feeds for f in self.figures.values()))
         rows.append(total)
@@ -118,6 +126,7 @@ class FuzzResult:
         return (f"{self.graphs} graphs ({self.invalid} invalid), {self.runs} graph x option-set "
                 f"runs, {sum(f.compared for f in self.figures.values())} values compared, "
                 f"{self.mismatches} mismatches, {self.failures} failures, "
+                f"{self.refused} expected refusals, "
                 f"{len(self.defects)} kinds of defect, in {self.seconds:.0f} s (seed "
                 f"{self.seed})")
 
@@ -127,6 +136,10 @@ class FuzzResult:
         parts = [f"# Differential tester run\n\n{self.summary()}.\n\n{self.table()}\n"]
         features = ", ".join(f"{k} {v}" for k, v in sorted(self.features.items()))
         parts.append(f"\nGraphs per feature: {features}.\n")
+        for name, runs in sorted(self.refusals.items()):
+            where = ", ".join(f"{k} ({v})" for k, v in runs.items())
+            parts.append(f"\nExpected refusal {name} (its remedy gave plain TensorFlow's "
+                         f"values): {where}.\n")
         for i, defect in enumerate(self.defects.values(), 1):
             where = ", ".join(f"{k} ({v})" for k, v in defect.option_sets.items())
             parts.append(f"\n## {i}. {defect.key}\n\nOption sets (runs): {where}.\n\n"
@@ -244,6 +257,11 @@ def run_fuzz(option_sets, *, seed=0, minutes=None, max_examples=None, max_ops=8,
                 continue
             if status == "plain_ignores_feed":
                 figures.ignored_feeds += 1
+                continue
+            if status == "refused":
+                figures.refused += 1
+                runs = result.refusals.setdefault(outcome.refusal.name, {})
+                runs[outcome.option_set] = runs.get(outcome.option_set, 0) + 1
                 continue
             if status == "equal":
                 continue
