@@ -114,8 +114,7 @@ EXPECTED_REFUSALS = (
         r"^InvalidArgumentError: Ref Tensors \(e\.g\., Variables\) output: .+ is not in white "
         r"list \(it reads variable '.+' outside every cluster while variable_placement is Device",
         {"variable_placement": "Host"},
-        "docs/original-adapter.md, section 7 (mix mode: a variable read through a ref or "
-        "resource edge by a node in no GeOp)"),
+        "docs/original-adapter.md, section 7"),
 )
 """The refusals the tester accepts when their remedy works. Data, like :data:`OPTION_SETS`."""
 
@@ -223,8 +222,8 @@ class RunOutcome:
             return (f"{head}: plain TensorFlow ignores a fed tensor (its arithmetic optimizer "
                     "rewrites through it); the NPU session honours the feed")
         if self.refusal is not None:
-            return (f"{head}: refused as the original adapter refuses it "
-                    f"({self.refusal.documented_in}): {self.failure.describe()}; with "
+            return (f"{head}: refused as the original adapter refuses it (see "
+                    f"{self.refusal.documented_in}): {self.failure.describe()}; with "
                     f"{literal_source(dict(self.refusal.remedy))} added: equal "
                     f"({self.remedy_compared} values)")
         if self.failure is not None:
