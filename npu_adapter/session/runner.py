@@ -12,7 +12,9 @@ created; :mod:`npu_adapter.session.install` hands it ``run``, ``make_callable``,
    :mod:`npu_adapter.session.rewrite_cache`) and installs the rewrite there; sessions with equal
    options share it;
 2. the backend's runtime picks the variant of the signature the fed shapes select (a gear
-   called directly, a ``lazy_recompile`` specialisation; :mod:`npu_adapter.backends.runtime`);
+   called directly, a ``lazy_recompile`` specialisation, the XLA backend's clusters compiled or
+   on TensorFlow's kernels; :mod:`npu_adapter.backends.runtime`); when it asks, the run is
+   timed and the time handed back to it (:meth:`~npu_adapter.backends.runtime.Program.ran`);
 3. the fetches and feeds are moved onto the execution graph (:mod:`npu_adapter.session.fetches`)
    and run on the runner's TensorFlow session of the execution graph, which TensorFlow's own
    ``Session.run`` serves: its checks, its errors and its result structures are the user's.
@@ -27,6 +29,7 @@ graph (:mod:`npu_adapter.session.reuse`).
 import dataclasses
 import re
 import threading
+import time
 
 import tensorflow as tf
 
@@ -239,8 +242,10 @@ class SessionRunner:
         if plan is None:  # nothing to run: TensorFlow checks the feeds and returns the structure
             return _tf_run(session, fetches, feed_dict, options, run_metadata)
         installed = plan.signature.installed
+        selection = None
         if plan.program is not None:
-            installed = self._selected(plan, feed_dict)
+            selection = self._selection(plan, feed_dict)
+            installed = self._variant(plan.signature, selection.variant)
         mapped = plan.mapped.get(installed)
         if mapped is None:
             mapped = plan.mapped[installed] = fetch_rules.map_fetches(
@@ -256,7 +261,14 @@ class SessionRunner:
         if profiling:
             options, run_metadata = _traced(options, run_metadata)
         try:
-            values = _tf_run(self._inner_session(), mapped, feed_dict, options, run_metadata)
+            if selection is not None and selection.timed:  # the runtime measures its variants
+                start = time.perf_counter()
+                values = _tf_run(self._inner_session(), mapped, feed_dict, options,
+                                 run_metadata)
+                plan.program.ran(selection, time.perf_counter() - start)
+            else:
+                values = _tf_run(self._inner_session(), mapped, feed_dict, options,
+                                 run_metadata)
         except tf.errors.OpError as error:
             raise _user_error(error, self.user_graph) from None
         if run_metadata is not None:
@@ -294,8 +306,8 @@ class SessionRunner:
         return _Plan(fetches, signature, program, [t.name for t in fed] if simple else None,
                      _system_op(elements))
 
-    def _selected(self, plan, feed_dict):
-        """The Installed of the variant the fed shapes select."""
+    def _selection(self, plan, feed_dict):
+        """The runtime's :class:`~npu_adapter.backends.runtime.Selection` for the fed shapes."""
         shapes = {}
         if feed_dict:
             if plan.fed_names is not None:
@@ -305,8 +317,7 @@ class SessionRunner:
                 for tensor, value in zip(fetch_rules.feed_elements(self.user_graph, feed_dict),
                                          feed_dict.values()):
                     shapes[tensor.name] = fetch_rules.shape_of(value)
-        selection = plan.program.select(shapes)
-        return self._variant(plan.signature, selection.variant)
+        return plan.program.select(shapes)
 
     def _system_op_ran(self, op_type):
         if op_type == "NPUInit":
