@@ -307,6 +307,18 @@ def check_legacy_keras_backend():
         assert callable(getattr(backend, name)), name
 
 
+@check("tensorflow.python.pywrap_tfe.TF_GetXlaConstantFoldingDisabled")
+@check("tensorflow.python.pywrap_tfe.TF_SetXlaConstantFoldingDisabled")
+def check_xla_flag_access():
+    before = tf_compat.xla_constant_folding_disabled()
+    try:
+        tf_compat.set_xla_constant_folding_disabled(not before)
+        assert tf_compat.xla_constant_folding_disabled() is (not before)
+    finally:
+        tf_compat.set_xla_constant_folding_disabled(before)
+    assert tf_compat.xla_constant_folding_disabled() is before
+
+
 def test_every_internal_has_a_check():
     assert sorted(CHECKS) == sorted(tf_compat.INTERNALS)
 
