@@ -233,7 +233,8 @@ def _clusters(report, cluster_svgs):
     table = ('<table class="sortable" id="cluster-table"><thead><tr><th>Cluster</th>'
              "<th>Nodes</th><th>Op types</th><th>Separated from its neighbours by</th>"
              "<th>Inputs · bytes</th><th>Outputs · bytes</th><th>Gears</th>"
-             + ('<th title="how the backend runs the cluster, and why">Backend</th>'
+             + ('<th title="how the backend runs the cluster, and why (compiled time over '
+                'the time on TensorFlow\'s kernels)">Backend</th>'
                 if with_backend else "") + "</tr></thead>"
              f'<tbody>{"".join(rows)}</tbody></table>')
     return (f'<section id="clusters"><h2>Clusters</h2>'
@@ -255,12 +256,12 @@ def _backend_cell(record):
         return f'<span title="{_e(record["detail"])}">CPU reference ({_e(record["reason"])})</span>'
     decisions = record.get("decisions")
     if not decisions:
-        return "XLA or TensorFlow's kernels, as its first runs measure"
+        return _e("XLA or TensorFlow's kernels, as its first runs measure")
     parts = []
     for d in decisions:
         where = "XLA" if d["runs_on"] == "xla" else "TensorFlow's kernels"
         label = f'{d["executable"]}: ' if len(decisions) > 1 else ""
-        parts.append(f'<span title="{_e(d["why"])}">{_e(label)}{where} '
+        parts.append(f'<span title="{_e(d["why"])}">{_e(label)}{_e(where)} '
                      f'({d["ratio"]:.2f}×)</span>')
     return "; ".join(parts)
 

@@ -96,7 +96,12 @@ def forget_decisions():
 
 
 def _ms(value):
-    return f"{value:.3g} ms" if value >= 0.1 else f"{value * 1000:.3g} us"
+    """A duration given in milliseconds, as people write it (``85 us``, ``4.1 ms``, ``2.5 s``)."""
+    if value < 0.1:
+        return f"{value * 1000:.2g} us"
+    if value < 1000:
+        return f"{value:.3g} ms"
+    return f"{value / 1000:.3g} s" if value < 1e6 else f"{value / 1000:.0f} s"
 
 
 def executable_label(key):

@@ -205,9 +205,10 @@ class XlaBackend(CpuReferenceBackend):
     # The runtime counts the executables its TensorFlow session compiled: an adopted session
     # would hold executables its counts do not know.
     reuses_tf_sessions = False
-    # Compiled calls must stay calls, and a fallback cluster keeps its call so that the
-    # runtime's counts of what TensorFlow compiled stay those of the rewritten graph.
-    inlines_calls_at_install = False
+    # Clusters on TensorFlow's kernels (a fallback, or a cluster measured faster there) are
+    # installed inlined, as the CPU reference installs them: then they run as the user's own
+    # graph does. Compiled calls (_XlaMustCompile) stay calls (graph/inline.py).
+    inlines_calls_at_install = True
 
     def lower(self, graph_def, clusters, ctx):
         config = ctx.get_config() if ctx is not None else None
