@@ -219,6 +219,7 @@ class XlaRuntime(BackendRuntime):
     def __init__(self, backend, config):
         super().__init__(backend, config)
         self._executables = {}  # cluster name -> set of executable labels
+        self._compiled = {}     # cluster name -> {executable label: decided compiled}
         self._programs = []
         self.cache = None
         self.cache_active = False
@@ -279,9 +280,14 @@ class XlaRuntime(BackendRuntime):
     def _record_decision(self, name, decision):
         stats = self.stats_record.cluster(name)
         stats.decisions[decision.executable] = decision.why
-        compiled = any(why.startswith("compiled") for why in stats.decisions.values())
-        stats.status = "compiled" if compiled else "tensorflow"
-        stats.reason = "" if compiled else decision.why
+        compiled = self._compiled.setdefault(name, {})
+        compiled[decision.executable] = decision.compiled
+        # Compiled when any of its executables is; the reason of one kept on TensorFlow's
+        # kernels everywhere is the last decision's sentence.
+        if any(compiled.values()):
+            stats.status, stats.reason = "compiled", ""
+        else:
+            stats.status, stats.reason = "tensorflow", decision.why
 
     def note_executables(self, keyed):
         """Record the executables a run uses (``(cluster name, executable label)`` pairs of

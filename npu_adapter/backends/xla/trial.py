@@ -10,8 +10,8 @@ builds TensorFlow's executors); then :data:`PAIRS` pairs of runs alternate the a
 order — compiled, TensorFlow, TensorFlow, compiled, ... — so that a drift of the machine's load
 hits both alike, and the cluster is compiled when the median of the per-pair ratios is below 1:
 whichever is faster, measured on this device (CPU, or GPU where the clusters run there), with
-nothing tuned to one machine. The very first run of a context runs every cluster on
-TensorFlow's kernels: a signature's first run never waits for XLA.
+nothing tuned to one machine. The first run of a context with nothing decided runs every
+cluster on TensorFlow's kernels: a signature's first run never waits for XLA to compile.
 
 Everything here is bookkeeping (no TensorFlow): the runtime
 (:mod:`~npu_adapter.backends.xla.runtime`) turns arms into graph variants and times the runs.
