@@ -339,7 +339,9 @@ def test_truncated_entry_is_removed_with_a_warning(tmp_path):
     with open(entry, "wb") as f:
         f.write(fake_entry())
     cache.sync()
-    assert os.path.exists(entry + ".record.json")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(entry + ".record.json").st_mode & 0o777 == 0o666 & ~umask
     with open(entry, "r+b") as f:
         f.truncate(1000)
     with pytest.warns(XlaCacheWarning, match="corrupted"):

@@ -14,15 +14,14 @@ TensorFlow or another kind of machine is measured again. The files are written a
 (temporary file and ``os.replace``); an unreadable one is ignored and measured again.
 """
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import platform
-import tempfile
 import threading
 
+from npu_adapter.datadump.writer import write_atomic
 from npu_adapter.graph.types import called_functions
 from npu_adapter.vocabulary import XLA_TF_FUNCTION_ATTR
 
@@ -182,16 +181,9 @@ class DecisionStore:
             _MEMORY.setdefault(digest, {})[decision.executable] = decision
         if self.directory is None:
             return
-        os.makedirs(self.directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(decision.to_json(), f, sort_keys=True)
-            os.replace(tmp, self._path(digest, decision.executable))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # Atomic, with the mode the umask gives (as the executables TensorFlow writes).
+        write_atomic(self._path(digest, decision.executable),
+                     json.dumps(decision.to_json(), sort_keys=True))
 
     def for_cluster(self, digest):
         """Every known decision of the cluster ``digest`` (any executable), by label."""

@@ -28,11 +28,11 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import warnings
 
 from npu_adapter.backends.compile_cache import CompileCacheDirError, CompileCacheWarning
+from npu_adapter.datadump.writer import write_atomic
 
 __all__ = ["FLAG", "PersistentCache", "XlaCacheWarning", "activate", "check_cache_dir",
            "flag_directory", "framing_problem"]
@@ -283,15 +283,8 @@ class PersistentCache:
             return None
 
     def _write_record(self, name, record):
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.root)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(record, f, sort_keys=True)
-            os.replace(tmp, self._record_path(name))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(self._record_path(name), json.dumps(record, sort_keys=True),
+                     make_dirs=False)
 
     def _remove(self, name):
         for path in (os.path.join(self.root, name), self._record_path(name)):
