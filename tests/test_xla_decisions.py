@@ -23,9 +23,10 @@ from npu_adapter.backends.xla.trial import PAIRS, Trial
 from npu_adapter.config import NpuConfig
 from npu_adapter.report.html import render_report_html
 from npu_adapter.report.placement import placement_report
-from npu_adapter.session import NpuSession, runner_of
+from npu_adapter.session import NpuSession, plain_session_class, runner_of
 
 tf1 = tf.compat.v1
+PlainSession = plain_session_class()
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +117,9 @@ def test_store_remembers_across_processes_and_ignores_bad_files(tmp_path):
     assert store.for_cluster("ab" * 32) == {"x:0 1x8": decision}
     (path,) = (tmp_path / "d").iterdir()
     assert json.loads(path.read_text())["compiled"] is True
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # the mode the umask gives
     path.write_text("{ not json")
     forget_decisions()
     assert DecisionStore(str(tmp_path / "d")).get("ab" * 32, "x:0 1x8") is None
@@ -265,3 +269,67 @@ def test_inspect_shows_the_decisions_a_session_left_in_the_cache_dir(tmp_path, c
     report = json.loads((tmp_path / "out" / "placement.json").read_text())
     (decision,) = report["clusters"][0]["compile"]["decisions"]
     assert decision["why"] == why
+
+
+# --------------------------------------------------------------------------- through a session
+def fused_and_depthwise_graph():
+    """Two clusters split by a host op: a chain of elementwise ops (XLA fuses it into one loop)
+    and a depthwise convolution whose filter is fed (not rewritten: XLA's CPU code makes it a
+    dense convolution over all channels)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [1, 28, 28, 96], name="x")
+        w = tf1.placeholder(tf.float32, [3, 3, 96, 1], name="w")
+        h = x
+        for k in range(12):
+            h = tf.tanh(h * (1.0 + 0.01 * k)) + 0.5 * h
+        h = tf.numpy_function(lambda v: v + 1.0, [h], tf.float32, stateful=False)
+        h = tf.nn.depthwise_conv2d(tf.reshape(h, [1, 28, 28, 96]), w, [1, 1, 1, 1], "SAME")
+        tf.reduce_mean(h, axis=[1, 2], name="out")
+    return graph
+
+
+def test_session_runs_each_cluster_in_the_form_it_kept_with_plain_numbers():
+    graph = fused_and_depthwise_graph()
+    rng = np.random.RandomState(5)
+    feeds = {"x:0": rng.randn(1, 28, 28, 96).astype(np.float32),
+             "w:0": rng.randn(3, 3, 96, 1).astype(np.float32) * 0.3}
+    with PlainSession(graph=graph) as sess:
+        want = sess.run("out:0", feeds)
+    config = NpuConfig.from_dict({"npu_adapter_backend": "xla", "mix_compile_mode": True})
+    decided_after = 2 * (2 + 2 * PAIRS)  # two clusters, one after the other
+    extra = 4
+    with NpuSession(graph=graph, config=config.to_config_proto()) as sess:
+        for _ in range(decided_after):
+            np.testing.assert_allclose(sess.run("out:0", feeds), want, rtol=1e-4, atol=1e-5)
+        decided = runner_of(sess).runtime_stats()
+        later = [sess.run("out:0", feeds) for _ in range(extra)]
+        stats = runner_of(sess).runtime_stats()
+        step = runner_of(sess).rewrite_result("out:0", feeds)
+    names = [c.name for c in step.clusters]
+    assert len(names) == 2 and stats.decisions_measured == 2
+    kept_on_tf = []
+    for name in names:
+        before, after = decided.clusters[name], stats.clusters[name]
+        (why,) = after.decisions.values()
+        # Decided from its measured times, and reported as it is: compiled when the median
+        # ratio of the pairs is below 1.
+        ratio = float(why.split("median ratio ")[1].split("x")[0])
+        assert after.status == ("compiled" if ratio < 1 else "tensorflow"), why
+        assert why.startswith("compiled by XLA" if ratio < 1 else "kept on TensorFlow's kernels")
+        assert after.reason == ("" if ratio < 1 else why)
+        # Every later run uses the kept form, and nothing more is compiled.
+        compiled_runs = after.runs_compiled - before.runs_compiled
+        assert compiled_runs == (extra if ratio < 1 else 0), name
+        assert after.runs_compiled + after.runs_tensorflow == decided_after + extra
+        assert after.compiles == 1 and after.compile_seconds > 0
+        if ratio >= 1:
+            kept_on_tf.append(name)
+    for got in later:
+        if len(kept_on_tf) == 2:
+            # On TensorFlow's kernels the cluster computes what plain TensorFlow computes.
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert stats.compile_seconds == pytest.approx(sum(
+        stats.clusters[name].compile_seconds for name in names))
