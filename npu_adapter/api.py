@@ -20,18 +20,11 @@ from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassContext
 from npu_adapter.pipeline.instruments import (
     CaptureInstrument,
-    FactsInstrument,
     InputUnchangedInstrument,
     TimingInstrument,
     VerifyInstrument,
 )
-from npu_adapter.pipeline.result import (
-    PlacementParts,
-    RewriteResult,
-    clusters_from_graph,
-    placement_from_graph,
-)
-from npu_adapter.vocabulary import PREFILTERED_ATTRS
+from npu_adapter.pipeline.result import RewriteResult, clusters_from_graph, placement_from_graph
 
 __all__ = ["rewrite", "as_npu_config"]
 
@@ -64,15 +57,30 @@ def _check_input(graph_def, view):
         raise GraphInvariantError([str(v) for v in violations], context="input graph")
 
 
-def _record_absent_attrs(graph_def, view):
-    """Let the passes skip their walks for the rare attributes no node of ``graph_def``
-    carries (``PREFILTERED_ATTRS``, see GraphView.record_absent_attrs). Serializing costs about
-    as much as two such walks, so it is done when the graph's own nodes outnumber those of its
-    library (the passes walk the former, the bytes hold both)."""
-    if view.graph_def is not graph_def:
+def _check_gear_inputs(view, config):
+    """The whole-graph gear inputs ``input_shape`` names are in the user's graph: graph inputs
+    (``dynamic_node_type=1``) or its one ``IteratorGetNext`` (``0``). Checked before the run
+    signature's client graph is cut out: a signature that does not read them (a variable's
+    initialiser) simply has no gears."""
+    trio = config.dims_trio() if getattr(config, "present", True) else None
+    if trio is None:
         return
-    if sum(len(f.node_def) for f in graph_def.library.function) <= len(view.ops):
-        view.record_absent_attrs(graph_def.SerializeToString(), PREFILTERED_ATTRS)
+    if trio.node_type == 1:
+        inputs = ("Placeholder", "PlaceholderWithDefault")
+        for name, _ in trio.inputs:
+            i = view.index.get(name)
+            if i is None or view.ops[i] not in inputs:
+                placeholders = sorted(view.nodes[j].name for j, op in enumerate(view.ops)
+                                      if op in inputs)
+                raise RewriteError(
+                    f"input_shape names {name!r}, which is not a Placeholder of the graph "
+                    f"(dynamic_node_type=1); placeholders: {', '.join(placeholders) or 'none'}",
+                    code="InvalidArgument", node=name)
+    else:
+        count = sum(1 for op in view.ops if op == "IteratorGetNext")
+        if count != 1:
+            raise RewriteError(f"dynamic_node_type=0 needs exactly one IteratorGetNext, the "
+                               f"graph has {count}", code="InvalidArgument")
 
 
 def _names(values, what, example):
@@ -198,124 +206,126 @@ def rewrite(graph_def, config=None, *, fetches=None, feeds=None, targets=None, b
 
 def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, graph_num, pipeline,
              op_support, instruments):
-    import npu_adapter.passes as passes_pkg
     from npu_adapter.backends import get_backend
+    from npu_adapter.pipeline.dump_instruments import rewrite_dump_instruments
 
+    # Validate: the arguments, then the graph.
     if not isinstance(graph_def, graph_pb2.GraphDef):
         raise TypeError(f"graph_def must be a GraphDef, got {type(graph_def).__name__}")
     npu_config = as_npu_config(config)
     backend_obj = get_backend(backend) if isinstance(backend, str) else backend
-    from npu_adapter.pipeline.dump_instruments import rewrite_dump_instruments
-
     dump_option = "dump_dir" if dump_dir else "npu_adapter_dump_dir"
     dump_dir = dump_dir or getattr(npu_config, "npu_adapter_dump_dir", "") or None
     if dump_dir:
         _check_dump_dir(os.fspath(dump_dir), dump_option)
     dump_instruments = rewrite_dump_instruments(dump_dir, graph_num)
-    user_graph, payloads = graph_def, None
     fetches = [normalize_tensor_name(f, "fetch")
                for f in _names(fetches, "fetches", "logits:0")]
     targets = [t[1:] if t.startswith("^") else t for t in _names(targets, "targets", "train_op")]
     feeds = _names(feeds, "feeds", "input:0")
-    view = GraphView(graph_def)
-    # Whether the constants' sizes are looked at and large data set aside: then the graph the
-    # passes see is light enough to serialize for the attribute prefilter below.
-    weights_looked_at = not dump_instruments and not instruments
-    if weights_looked_at:
-        # Nobody looks at the intermediate graphs: the passes run without the constants' data
-        # (see graph/payload.py), which is put back into the final graph below (with
-        # lazy_weights, when the result's graph_def is first read). Dumps and instruments see
-        # the full graphs. The light graph differs from the user's in attribute values only, so
-        # the view is shared.
-        graph_def, payloads = strip_payloads(graph_def, view=view)
-        if payloads is not None:
-            view = view.rebind(graph_def)
-    user_view = view
-    _check_input(graph_def, view)
-    feed_map = {}
-    if fetches or targets:
-        # Lower ports of partly fetched multi-output nodes are fetched too, so the alias that
-        # keeps the node's name (see keep_user_names below) has a value for each port.
-        client = extract_client_graph(graph_def, complete_fetch_ports(fetches), targets, feeds,
-                                      view=view)
-        work = client.graph_def
-        feed_map = dict(client.feeds)
-        view = client.view
-    else:
-        if feeds:
-            raise GraphError("feeds need fetches or targets (the run signature)")
-        work = graph_def
-    if view is None:
-        view = GraphView(work)  # (the first pass would index it)
-    if weights_looked_at:
-        _record_absent_attrs(work, view)
+    # Whether anybody looks at the intermediate graphs (dumps, instruments). When nobody does,
+    # the passes run without the large constants' data (see graph/payload.py), which is put
+    # back into the final graph.
+    watched = bool(dump_instruments or instruments)
+    user_view = GraphView(graph_def)
+    light, payloads = (graph_def, None) if watched else strip_payloads(graph_def, view=user_view)
+    if payloads is not None:
+        user_view = user_view.rebind(light)  # (only the Consts' data differ)
+    _check_input(light, user_view)
+    _check_gear_inputs(user_view, npu_config)
+
+    # Extract the client graph of the run signature.
+    work, work_view, feed_map = _client_graph(light, user_view, fetches, targets, feeds)
+
+    # Run the pipeline.
     ctx = PassContext(config=npu_config, backend=backend_obj,
                       fetches=tuple(complete_fetch_ports(fetches)),
                       targets=tuple(targets), feeds=tuple(feed_map), graph_num=int(graph_num),
                       op_support=op_support)
-    ctx.register_view(work, view)
-    timing = TimingInstrument()
-    checks = []
-    if os.environ.get("NPU_ADAPTER_CHECK_PASSES", "") not in ("", "0"):
-        # Debug aid (always on in our tests): verify the graph after every pass and fail any
-        # pass that mutates its input or misreports `modified`.
-        checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument(),
-                  FactsInstrument()]
-    # Placement is read from the graph entering `encapsulate`: every node still carries its
-    # annotation there (encapsulate drops them from the graph it writes).
-    capture = CaptureInstrument(["encapsulate"], stage="before")
-    all_instruments = [timing, capture, *checks, *instruments, *dump_instruments]
-    manager = passes_pkg.PassManager.from_pipeline(pipeline or passes_pkg.DEFAULT_PIPELINE,
-                                                   all_instruments)
-    # An extracted client graph is this call's own copy: the first pass may annotate it in
-    # place (see PassContext.may_edit).
-    outcome = manager.run(work, ctx, owned=work is not graph_def)
+    run = _PipelineRun(pipeline, [*instruments, *dump_instruments])
+    outcome = run.manager.run(work, ctx, view=work_view)  # (the index extraction made)
+
+    # Describe the result.
     final = outcome.graph_def
     if payloads is not None:
-        payloads.restore(final)
-    annotated = capture.graphs.get("encapsulate", final)
-    skip_reason = None
-    for _, result in outcome.results:
-        if "skipped" in result.info:
-            skip_reason = result.info["skipped"]
-            break
-    client_names = list(view.names) if view is not None and view.graph_def is work \
-        else [n.name for n in work.node]
-    report_fetches = fetches or _sink_fetches(GraphView(work))[0]
-    placement = placement_parts = None
-    annotated_view = ctx.cached_view(annotated) if annotated is not final else None
-    if annotated_view is not None and annotated_view.names == client_names:
-        # The dict is built when the result's placement is first read (sessions never do).
-        placement_parts = PlacementParts.from_view(annotated_view)
-    if placement_parts is None:
-        placement = placement_from_graph(annotated, client_names)
-    clusters = clusters_from_graph(final, ctx.node_ops(final),
-                                   (ctx.known_facts(final) or {}).get("body_names"))
-    present = set(ctx.node_names(final))
+        payloads.restore(final)  # (a graph of this call's: the light input or the passes')
+    return _describe(outcome, run, user_graph=graph_def, light=light, user_view=user_view,
+                     work=work, work_view=work_view, fetches=fetches, targets=targets,
+                     feed_map=feed_map, own_final=not instruments)
+
+
+def _client_graph(graph_def, view, fetches, targets, feeds):
+    """``(work, work_view, feed_map)``: the client graph of the run signature, its index when
+    extraction made one (or ``view`` itself for the whole graph), and the fed tensors."""
+    if fetches or targets:
+        # Lower ports of partly fetched multi-output nodes are fetched too, so the alias that
+        # keeps the node's name (see keep_user_names) has a value for each port.
+        client = extract_client_graph(graph_def, complete_fetch_ports(fetches), targets, feeds,
+                                      view=view)
+        return client.graph_def, client.view, dict(client.feeds)
+    if feeds:
+        raise GraphError("feeds need fetches or targets (the run signature)")
+    return graph_def, view, {}
+
+
+class _PipelineRun:
+    """The pass manager of one rewrite with the instruments ``rewrite`` adds: timing, the capture
+    of the graph entering ``encapsulate`` (where every node still carries its placement) and,
+    with ``NPU_ADAPTER_CHECK_PASSES``, the checks of every pass (always on in our tests)."""
+
+    def __init__(self, pipeline, extra):
+        import npu_adapter.passes as passes_pkg
+
+        self.timing = TimingInstrument()
+        self.capture = CaptureInstrument(["encapsulate"], stage="before")
+        checks = []
+        if os.environ.get("NPU_ADAPTER_CHECK_PASSES", "") not in ("", "0"):
+            checks = [VerifyInstrument(check_input=False), InputUnchangedInstrument()]
+        self.manager = passes_pkg.PassManager.from_pipeline(
+            pipeline or passes_pkg.DEFAULT_PIPELINE, [self.timing, self.capture, *checks, *extra])
+
+
+def _describe(outcome, run, *, user_graph, light, user_view, work, work_view, fetches, targets,
+              feed_map, own_final):
+    """The :class:`RewriteResult` of a pipeline run: clusters, maps and the aliases that keep the
+    user's names, read from the final graph; the placement from the annotated one."""
+    final = outcome.graph_def
+    client_names = work_view.names if work_view is not None else [n.name for n in work.node]
+    report_fetches = fetches or _sink_fetches(work_view or GraphView(work))[0]
+    clusters = clusters_from_graph(final)
+    present = {node.name for node in final.node}
     tensor_map = _tensor_map(present, clusters, report_fetches, feed_map)
     # The whole op map is built when it is first read; the aliases need the targets' only.
     target_ops = _op_map(present, clusters, targets, targets) if targets else {}
-    # The user's fetched, fed and target names stay valid in the rewritten graph (aliases).
-    final, aliases = keep_user_names(final, graph_def, fetches=report_fetches,
-                                     feed_map=feed_map, targets=targets, tensor_map=tensor_map,
-                                     op_map=target_ops, present=present, user_view=user_view,
-                                     in_place=final is not work and final is not graph_def
-                                     and final is not user_graph)
+    annotated = run.capture.graphs.get("encapsulate", final)
+    placement = None
+    if annotated is final:  # (no encapsulate ran: read it before the aliases are added)
+        placement = placement_from_graph(annotated, client_names)
+    # The user's fetched, fed and target names stay valid in the rewritten graph (aliases),
+    # added in place to a graph the passes made and no instrument saw.
+    final, aliases = keep_user_names(
+        final, light, fetches=report_fetches, feed_map=feed_map, targets=targets,
+        tensor_map=tensor_map, op_map=target_ops, present=present, user_view=user_view,
+        in_place=own_final and final is not work and final is not light
+        and final is not user_graph)
     result = RewriteResult(
         graph_def=final,
         clusters=clusters,
         placement=placement,
-        modified=final is not user_graph and final is not graph_def and final != user_graph,
-        skip_reason=skip_reason,
+        modified=final is not user_graph and final is not light and final != user_graph,
+        skip_reason=next((r.info["skipped"] for _, r in outcome.results
+                          if "skipped" in r.info), None),
         tensor_map=tensor_map,
         feed_map=feed_map,
-        pipeline=manager.pipeline_text(),
-        timings=list(timing.timings),
-        pass_info={name: result.info for name, result in outcome.results},
+        pipeline=run.manager.pipeline_text(),
+        timings=list(run.timing.timings),
+        pass_info={name: r.info for name, r in outcome.results},
         aliases=aliases,
     )
-    if placement_parts is not None:
-        result.with_lazy_placement(placement_parts)
-    result.with_lazy_op_map(functools.partial(_op_map, frozenset(present), clusters,
-                                              client_names, targets))
-    return result
+    if placement is None:
+        # Built when first read (sessions never read it) from the annotated graph, which no
+        # pass or instrument changes.
+        result.with_lazy_placement(functools.partial(placement_from_graph, annotated,
+                                                     client_names))
+    return result.with_lazy_op_map(functools.partial(_op_map, frozenset(present), clusters,
+                                                     client_names, targets))

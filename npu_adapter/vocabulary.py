@@ -37,13 +37,6 @@ DYNAMIC_MODE_ATTR = "_dynamic_graph_execute_mode"
 LAZY_RECOMPILE = "lazy_recompile"
 DYNAMIC_EXECUTE = "dynamic_execute"
 
-# Node attributes the passes look for on every node that nearly no node carries. A rewrite
-# records which of them a graph lacks (GraphView.record_absent_attrs: one byte search each in
-# the serialized graph), and the passes skip their walks for those.
-PREFILTERED_ATTRS = (NO_NEED_OPTIMIZE_ATTR, NPU_OPTIMIZER_ATTR, GRAPH_DYNAMIC_INPUT_ATTR,
-                     "data_format", WITHOUT_NPU_COMPILE_ATTR, SUBGRAPH_MULTI_DIMS_INDEX_ATTR,
-                     SUBGRAPH_MULTI_DIMS_SHAPE_ATTR, CLUSTER_ATTR, "_class", KEEP_DTYPE_ATTR)
-
 # --------------------------------------------------------------------------- ours
 PLACEMENT_ATTR = "_npu_adapter_placement"
 # On a cluster node: the original tensor names at its boundary, in argument / output order.

@@ -86,8 +86,9 @@ class SupportOracle:
         self._functions = {}
         self._per_op = {}
         self._nodes = view.nodes
-        # Whether a node may carry _without_npu_compile (else each answer is its op type's).
-        self._without_possible = view.may_carry_attr(WITHOUT_NPU_COMPILE_ATTR)
+        # Whether a node carries _without_npu_compile (else each answer is its op type's).
+        self._without_possible = any(WITHOUT_NPU_COMPILE_ATTR in node.attr
+                                     for node in self._nodes)
 
     def function_supported(self, name, _stack=None):
         """True when library function ``name`` holds only supported ops (Consts allowed).

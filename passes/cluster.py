@@ -54,7 +54,7 @@ from npu_adapter.vocabulary import (
 )
 
 from . import _rules
-from ._common import copy_graph, read_placements, remember_placements
+from ._common import copy_graph, read_placements
 from ._outside import outside_members
 
 __all__ = ["ClusterPass", "cluster_name"]
@@ -418,8 +418,6 @@ def _scope_labels(view):
     labels = [None] * len(view.ops)
     key = SUBGRAPH_MULTI_DIMS_INDEX_ATTR
     stale = False
-    if not view.may_carry_attr(key) and not view.may_carry_attr(CLUSTER_ATTR):
-        return labels, stale
     for i, node in enumerate(view.nodes):
         attrs = node.attr
         if key in attrs:
@@ -509,11 +507,11 @@ class ClusterPass(PassBase):
                                             "(-1: use npu_adapter_max_clusters; 0: no limit)"),
     }
 
-    def run(self, graph_def, ctx):
-        view = ctx.graph_view(graph_def)
-        config = ctx.get_config()
+    def run(self, graph_def, ctx, view):
+        config = ctx.config
         graph_config = read_graph_config(view, config)
         candidate, reasons = read_placements(view)
+        initially_candidate = list(candidate)  # (the clustering below moves some to the host)
         mix = bool(config.mix_compile_mode)
         lazy = graph_config.dynamic_input and \
             graph_config.dynamic_graph_execute_mode == "lazy_recompile"
@@ -562,21 +560,17 @@ class ClusterPass(PassBase):
             raise RewriteError("clustering did not converge", code="Internal")
 
         clusters.sort(key=lambda members: members[0])
-        # In place when the run owns the input, except over a stale clustering (whether the
-        # output differs is then found by comparing it with the input).
-        in_place = ctx.may_edit(graph_def) and not stale
-        out = graph_def if in_place else copy_graph(graph_def)
+        out = copy_graph(graph_def)
         names = {}
         for k, members in enumerate(clusters):
             name = cluster_name(ctx.graph_num, k)
             for i in members:
                 names[i] = name
-        initially_candidate, _ = read_placements(view, copy=False)
         copies = {}
         if names and mix and config.variable_placement != "Host" and \
-                not ctx.get_backend().keeps_state_on_host:
+                not ctx.backend.keeps_state_on_host:
             copies = variable_copies(view, names)
-        outside = outside_members(view, names, ctx.get_backend(), groups) if names else {}
+        outside = outside_members(view, names, ctx.backend, groups) if names else {}
         out_nodes = list(out.node)  # a plain list: indexing the repeated field costs more
         if stale:  # a stale earlier clustering
             for node in out_nodes:
@@ -595,36 +589,23 @@ class ClusterPass(PassBase):
             out_nodes[i].attr[EXECUTES_ATTR].s = reason.encode()
         for i, targets in copies.items():
             out_nodes[i].attr[COPIED_INTO_ATTR].list.s.extend(t.encode() for t in targets)
-        final_reasons = dict(reasons)
         # Without a stale clustering, the output differs from the input exactly when a node
         # joined a cluster (no node had the attr) or a placement annotation changed: known
         # here without comparing two whole graphs.
         host = _HostAnnotations(view.nodes, out_nodes)
         for i, reason in dropped.items():
             host.set(i, reason)
-            final_reasons[i] = reason
         for i, was in enumerate(initially_candidate):
             if was and not candidate[i] and i not in dropped:
                 host.set(i, reasons[i])
-        placement_changed = host.changed
-        modified = out != graph_def if stale else bool(names) or placement_changed
-        if modified:
-            out_view = view.rebind(out)
-            out_view.note_attr_written(CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR)
-            ctx.register_view(out, out_view)
-            final = [i in names for i in range(len(initially_candidate))]
-            remember_placements(out_view, final, final_reasons)
-            out_view.cache[("clusters", id(out))] = (out, names, outside, copies)
-            # The members of each cluster in GraphDef order (what encapsulate groups them into).
-            out_view.cache[("cluster_members", id(out))] = (out, [
-                (cluster_name(ctx.graph_num, k), members) for k, members in enumerate(clusters)])
+        modified = out != graph_def if stale else bool(names) or host.changed
         return PassResult(out if modified else graph_def, modified, {
             "clusters": [cluster_name(ctx.graph_num, k) for k in range(len(clusters))],
             "sizes": [len(m) for m in clusters],
             "dropped": len(dropped),
             "run_outside": len(outside),
             "copied_variables": len(copies),
-        })
+        }, view.rebind(out) if modified else None)
 
     @staticmethod
     def _release_orphan_consts(view, candidate, reasons):

@@ -69,7 +69,6 @@ from npu_adapter.vocabulary import (
     NPU_OPTIMIZER_ATTR,
     PLACEMENT_ATTR,
     STAGE_SUFFIX,
-    SUBGRAPH_MULTI_DIMS_SHAPE_ATTR,
 )
 
 from ._outside import member_steps, outside_members
@@ -150,23 +149,15 @@ class EncapsulatePass(PassBase):
     gated = True
     needs = ("placement",)
 
-    def run(self, graph_def, ctx):
-        view = ctx.graph_view(graph_def)
+    def run(self, graph_def, ctx, view):
         nodes = view.nodes
-        cluster_of, outside, copied_into = self._read_clusters(view, graph_def)
+        cluster_of, outside, copied_into = self._read_clusters(view)
         clusters = {}
-        grouped = view.cache.get(("cluster_members", id(graph_def)))
-        if grouped is not None and grouped[0] is graph_def:  # the cluster pass just ran
-            for name, members in grouped[1]:
+        for i, name in cluster_of.items():  # (in GraphDef order)
+            cluster = clusters.get(name)
+            if cluster is None:  # (not setdefault: that would build a _Cluster per member)
                 cluster = clusters[name] = _Cluster(name)
-                cluster.members = list(members)
-        else:
-            for i in sorted(cluster_of):
-                name = cluster_of[i]
-                cluster = clusters.get(name)
-                if cluster is None:  # (not setdefault: that would build a _Cluster per member)
-                    cluster = clusters[name] = _Cluster(name)
-                cluster.members.append(i)
+            cluster.members.append(i)
         if not clusters:
             return PassResult(graph_def, False, {"clusters": 0})
         for cluster in clusters.values():
@@ -174,7 +165,7 @@ class EncapsulatePass(PassBase):
         existing_functions = set(view.functions)
         for name in clusters:
             _check_free_name(view, name, cluster_of, existing_functions)
-        config = ctx.get_config()
+        config = ctx.config
         graph_config = read_graph_config(view, config)
         mix = bool(config.mix_compile_mode)
         self._place_variable_copies(view, ctx, clusters, cluster_of, outside, copied_into)
@@ -219,30 +210,19 @@ class EncapsulatePass(PassBase):
                 empty_at.setdefault(clusters[cname].position, []).append(cname)
         own_attrs = set(outside) | set(copied_into)
         reads_cluster = _cluster_readers(view, cluster_of)
-        colocated = view.may_carry_attr("_class")
         emitted = set()
-        ops = view.ops
-        # The op and the name of every node written, for the next passes (PassContext facts).
-        out_ops = []
-        out_names = []
         for i, node in enumerate(nodes):
             if empty_at and i in empty_at:
                 for cname in empty_at[i]:
                     self._geop_node(view, clusters, cname, cluster_of, graph_config,
                                     option_attrs, out.node.add())
-                    out_ops.append(GEOP_OP)
-                    out_names.append(cname)
             cname = cluster_of.get(i)
             if cname is not None:
                 if cname not in emitted:
                     emitted.add(cname)
                     self._geop_node(view, clusters, cname, cluster_of, graph_config,
                                     option_attrs, out.node.add())
-                    out_ops.append(GEOP_OP)
-                    out_names.append(cname)
                 continue
-            out_ops.append(ops[i])
-            out_names.append(names[i])
             copy = out.node.add()
             copy.CopyFrom(node)
             for key in (PLACEMENT_ATTR, CLUSTER_ATTR):
@@ -252,30 +232,16 @@ class EncapsulatePass(PassBase):
                 _drop_attrs(copy, (EXECUTES_ATTR, COPIED_INTO_ATTR))
             if i in reads_cluster:
                 self._rewire_host_node(view, i, copy, clusters, cluster_of)
-            if colocated and "_class" in copy.attr:
+            if "_class" in copy.attr:
                 if remaining_names is None:
                     remaining_names = {names[k] for k in range(len(nodes))
                                        if k not in cluster_of}
                     remaining_names.update(clusters)
                 _drop_stale_colocation(copy, remaining_names)
-        body_names = {}
-        scoped_functions = set()
         for cname in order:
             # Built in place: a FunctionDef built apart would be copied whole into the library.
-            body_names[cname], scoped = self._function_def(
-                view, clusters[cname], cluster_of, out.library.function.add(), own_attrs)
-            if scoped:
-                scoped_functions.add(cname)
-        facts = ctx.graph_facts(out)
-        facts["ops"] = out_ops
-        facts["names"] = out_names
-        facts["body_names"] = body_names
-        facts["scoped_functions"] = scoped_functions
-        # The annotations left the nodes copied above and the cluster bodies; functions of the
-        # input library are copied as they are.
-        facts["annotation_free"] = not any(
-            PLACEMENT_ATTR in body.attr for fdef in graph_def.library.function
-            for body in fdef.node_def)
+            self._function_def(view, clusters[cname], cluster_of, out.library.function.add(),
+                               own_attrs)
         return PassResult(out, True, {
             "clusters": len(clusters),
             "inputs": {c: len(clusters[c].inputs) for c in order},
@@ -284,27 +250,27 @@ class EncapsulatePass(PassBase):
         })
 
     @staticmethod
-    def _read_clusters(view, graph_def):
-        """``(cluster_of, outside, copied_into)`` left by the ``cluster`` pass: node index →
-        cluster name; member index → reason it runs in the outer graph; variable index → the
-        clusters that get a copy of it. Read from the view's cache when the cluster pass just
-        ran, else from the node attributes."""
-        cached = view.cache.get(("clusters", id(graph_def)))
-        if cached is not None and cached[0] is graph_def and len(cached) == 4:
-            _, names, outside, copies = cached
-            return dict(names), dict(outside), {i: list(t) for i, t in copies.items()}
+    def _read_clusters(view):
+        """``(cluster_of, outside, copied_into)`` the ``cluster`` pass wrote on the nodes: node
+        index → cluster name (in GraphDef order); member index → reason it runs in the outer
+        graph; variable index → the clusters that get a copy of it."""
         cluster_of = {}
         outside = {}
         copied_into = {}
-        for i, node in enumerate(view.nodes):
+        names = {}  # the encoded cluster names, decoded once each
+        for i, (node, op) in enumerate(zip(view.nodes, view.ops)):
             attrs = node.attr
             value = attrs.get(CLUSTER_ATTR)
             if value is not None:
-                cluster_of[i] = value.s.decode()
+                text = value.s
+                name = names.get(text)
+                if name is None:
+                    name = names[text] = text.decode()
+                cluster_of[i] = name
                 reason = attrs.get(EXECUTES_ATTR)
                 if reason is not None:
                     outside[i] = reason.s.decode()
-            if view.ops[i] in _VARIABLE_OPS and COPIED_INTO_ATTR in attrs:
+            if op in _VARIABLE_OPS and COPIED_INTO_ATTR in attrs:
                 copied_into[i] = [s.decode() for s in attrs[COPIED_INTO_ATTR].list.s]
         return cluster_of, outside, copied_into
 
@@ -316,7 +282,7 @@ class EncapsulatePass(PassBase):
         the session graph already holds the user's weights, and a copy inside every cluster
         function would double the graph's memory and slow the first run). The Const stays a
         member of its cluster in the report. Returns the set of hoisted node indices."""
-        threshold = getattr(ctx.get_backend(), "hoist_constants_bytes", None)
+        threshold = getattr(ctx.backend, "hoist_constants_bytes", None)
         hoisted = set()
         if not threshold:
             return hoisted
@@ -375,7 +341,7 @@ class EncapsulatePass(PassBase):
             if i in cluster_of:
                 runs_outside = i in outside
             else:  # a host variable read by a cluster: ask the backend
-                runs_outside = bool(outside_members(view, [i], ctx.get_backend()))
+                runs_outside = bool(outside_members(view, [i], ctx.backend))
             for target in targets:
                 cluster = clusters.get(target)
                 if cluster is None:
@@ -636,9 +602,7 @@ class EncapsulatePass(PassBase):
 
     def _function_def(self, view, cluster, cluster_of, fdef, own_attrs):
         """Fill ``fdef`` (a new, empty FunctionDef) as the cluster's function; ``own_attrs``:
-        the nodes that may carry bookkeeping attrs besides the placement and the cluster.
-        Returns the names of the body's nodes, in order, and whether one of them carries a
-        ``subgraph_multi_dims_scope`` shape (``insert_gears`` then looks at the body)."""
+        the nodes that may carry bookkeeping attrs besides the placement and the cluster."""
         nodes = view.nodes
         fdef.signature.name = cluster.name
         fdef.signature.is_stateful = True
@@ -697,11 +661,6 @@ class EncapsulatePass(PassBase):
         add_body = fdef.node_def.add
         # (The loop below runs once per clustered node: the common paths are inlined.)
         in_body = sorted(cluster.var_copies) + cluster.members
-        written = list(copy_name.values()) + [names[i] for i in in_body]
-        scoped = False
-        # (Attributes no node of the graph carries are not looked for on each member.)
-        colocated = view.may_carry_attr("_class")
-        scoped_shapes = view.may_carry_attr(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR)
         for i in in_body:
             body = add_body()
             body.CopyFrom(nodes[i])
@@ -747,10 +706,8 @@ class EncapsulatePass(PassBase):
                     elif src in copy_name:
                         inputs.append("^" + copy_name[src])
                 body.input[:] = inputs
-            if colocated and "_class" in attrs:
+            if "_class" in attrs:
                 _drop_stale_colocation(body, body_names)
-            if scoped_shapes and not scoped and SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in attrs:
-                scoped = True
         ret_names = set()
         out_types = self._output_types(view, cluster)
         for k, (src, port) in enumerate(cluster.outputs):
@@ -764,7 +721,6 @@ class EncapsulatePass(PassBase):
                 # "<src>_dummyIdentity".
                 dummy = fdef.node_def.add()
                 dummy.name = unique_name(f"{nodes[src].name}_dummyIdentity", body_names)
-                written.append(dummy.name)
                 dummy.op = "Identity"
                 dummy.input.append(ref)
                 dummy.attr["T"].type = out_types[k]
@@ -775,7 +731,6 @@ class EncapsulatePass(PassBase):
             cname = function_arg_name(nodes[i].name + "_control", control_names)
             fdef.signature.control_output.append(cname)
             fdef.control_ret[cname] = nodes[i].name
-        return written, scoped
 
 
 def _cluster_readers(view, cluster_of):

@@ -28,9 +28,8 @@ class FinalizePass(PassBase):
 
     name = "finalize"
 
-    def run(self, graph_def, ctx):
-        facts = ctx.known_facts(graph_def) or {}
-        if facts.get("annotation_free") or not _annotated(graph_def):
+    def run(self, graph_def, ctx, view):
+        if not _annotated(graph_def):
             return PassResult(graph_def, False, {})
         out = copy_graph(graph_def)
         strip_annotations(out.node)

@@ -27,7 +27,7 @@ from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.registry import register_pass
 
 from . import _rules
-from ._common import publish_placements, read_placements
+from ._common import read_placements, write_placements
 
 __all__ = ["InOutPairPass", "in_out_pair_region", "InOutPairWarning"]
 
@@ -73,12 +73,11 @@ class InOutPairPass(PassBase):
     gated = True
     needs = ("placement",)
 
-    def run(self, graph_def, ctx):
-        config = ctx.get_config()
+    def run(self, graph_def, ctx, view):
+        config = ctx.config
         text = config.in_out_pair or ""
         if not text:
             return PassResult(graph_def, False, {"active": False})
-        view = ctx.graph_view(graph_def)
         if not config.mix_compile_mode:
             raise RewriteError("mix_compile_mode must be True when use in_out_pair.",
                                code="Internal")
@@ -104,7 +103,7 @@ class InOutPairPass(PassBase):
                                          [view.index[t] for t in tails], region)
 
         flag = bool(config.in_out_pair_flag)
-        oracle = _rules.SupportOracle(view, ctx.get_op_support(), ctx.get_backend(),
+        oracle = _rules.SupportOracle(view, ctx.op_support, ctx.backend,
                                       mix_compile_mode=True)
         n = len(view.nodes)
         candidate = [False] * n
@@ -137,7 +136,7 @@ class InOutPairPass(PassBase):
                                                  "skipped_entries": skipped_entries})
         self._apply_group_rules(view, ctx, candidate, reasons)
         previous = read_placements(view)
-        out, modified = publish_placements(ctx, view, graph_def, candidate, reasons)
+        out, modified = write_placements(graph_def, candidate, reasons)
         return PassResult(out, modified, {
             "active": True,
             "fallback": False,
@@ -145,11 +144,11 @@ class InOutPairPass(PassBase):
             "candidates": sum(candidate),
             "skipped_entries": skipped_entries,
             "changed_from_default": previous[0] != candidate,
-        })
+        }, view.rebind(out) if modified else None)
 
     @staticmethod
     def _apply_group_rules(view, ctx, candidate, reasons):
-        config = ctx.get_config()
+        config = ctx.config
         ipl = int(config.iterations_per_loop)
         enable_dp = bool(config.enable_data_pre_proc)
         _rules.apply_group_rules(view, candidate, reasons, _rules.while_frames(view),

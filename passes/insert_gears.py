@@ -90,9 +90,13 @@ def _whole_graph_plans(view, config, geops):
         for name, _ in trio.inputs:
             name = stand_ins.get(f"{name}:0", name)
             i = view.index.get(name)
-            if i is None and clustered.get(name) == "PlaceholderWithDefault":
-                # Not fed in this run: it computes its default inside the cluster, whose shape
-                # is static; like the original (gears are the GeOp's arguments), no gear.
+            if i is None and (clustered.get(name) == "PlaceholderWithDefault" or
+                              name not in clustered):
+                # Not fed in this run: a placeholder_with_default computes its default inside
+                # the cluster, whose shape is static; like the original (gears are the GeOp's
+                # arguments), no gear. A run that does not read the input at all (a
+                # variable's initialiser) has none either. (rewrite() checks that the name is
+                # a graph input of the user's graph.)
                 tensors.append(None)
                 continue
             if i is None or view.ops[i] not in _GRAPH_INPUT_OPS:
@@ -105,6 +109,8 @@ def _whole_graph_plans(view, config, geops):
             tensors.append(f"{name}:0")
     else:
         getnext = [i for i, op in enumerate(view.ops) if op == "IteratorGetNext"]
+        if not getnext:
+            return []  # a run that reads no dataset (rewrite() checks the user's graph has one)
         if len(getnext) != 1:
             raise RewriteError(
                 f"dynamic_node_type=0 needs exactly one IteratorGetNext, the graph has "
@@ -349,28 +355,16 @@ class InsertGearsPass(PassBase):
 
     name = "insert_gears"
 
-    def run(self, graph_def, ctx):
-        config = ctx.get_config()
-        # Cheap checks first: most graphs have no gears, and indexing a big graph costs.
-        functions = {f.signature.name: f for f in graph_def.library.function}
-        nodes = graph_def.node
-        cluster_functions = [nodes[i].attr["function"].func.name
-                             for i, op in enumerate(ctx.node_ops(graph_def)) if op == GEOP_OP]
-        if not cluster_functions:
+    def run(self, graph_def, ctx, view):
+        config = ctx.config
+        geops = [i for i, op in enumerate(view.ops) if op == GEOP_OP]
+        if not geops:
             return PassResult(graph_def, False, {"clusters": 0})
-        # Which bodies carry a subgraph_multi_dims_scope shape: known from encapsulate (the
-        # scoped_functions fact covers the functions of the body_names fact), else read.
-        facts = ctx.known_facts(graph_def) or {}
-        described = facts.get("body_names", {}) if "scoped_functions" in facts else {}
-        has_scopes = any(
-            name in facts["scoped_functions"] if name in described
-            else any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr
-                     for body in functions[name].node_def)
-            for name in cluster_functions)
+        functions = view.functions
+        has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr for i in geops
+                         for body in functions[view.nodes[i].attr["function"].func.name].node_def)
         if config.dims_trio() is None and not has_scopes:
             return PassResult(graph_def, False, {"clusters": 0})
-        view = ctx.graph_view(graph_def)
-        geops = [i for i, op in enumerate(view.ops) if op == GEOP_OP]
         if config.dims_trio() is not None:
             if has_scopes:
                 import warnings

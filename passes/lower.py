@@ -19,12 +19,11 @@ class LowerPass(PassBase):
 
     name = "lower"
 
-    def run(self, graph_def, ctx):
-        ops = ctx.node_ops(graph_def)
-        if GEOP_OP not in ops:
+    def run(self, graph_def, ctx, view):
+        count = view.ops.count(GEOP_OP)
+        if not count:
             return PassResult(graph_def, False, {"clusters": 0})
-        backend = ctx.get_backend()
-        count = ops.count(GEOP_OP)
-        clusters = clusters_from_graph(graph_def, ops) if backend.lower_reads_clusters else None
+        backend = ctx.backend
+        clusters = clusters_from_graph(graph_def) if backend.lower_reads_clusters else None
         out = backend.lower(graph_def, clusters, ctx)
         return PassResult(out, True, {"backend": backend.name, "clusters": count})

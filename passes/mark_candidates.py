@@ -29,7 +29,7 @@ from npu_adapter.pipeline.base import PassBase, PassResult
 from npu_adapter.pipeline.registry import register_pass
 
 from . import _rules
-from ._common import publish_placements
+from ._common import write_placements
 
 __all__ = ["MarkCandidatesPass"]
 
@@ -88,7 +88,7 @@ def compute_candidates(view, ctx):
     Returns ``(candidate, reasons, skipped)``; ``skipped`` holds nodes that reference
     unsupported functions (they neither become candidates nor infect their neighbours).
     """
-    config = ctx.get_config()
+    config = ctx.config
     n = len(view.nodes)
     candidate = [False] * n
     reasons = {}
@@ -101,7 +101,7 @@ def compute_candidates(view, ctx):
     iterations_per_loop = int(config.iterations_per_loop)
     enable_dp = bool(config.enable_data_pre_proc)
     variables_on_host = config.variable_placement == "Host"
-    oracle = _rules.SupportOracle(view, ctx.get_op_support(), ctx.get_backend(),
+    oracle = _rules.SupportOracle(view, ctx.op_support, ctx.backend,
                                   mix_compile_mode=mix)
     functions = view.functions
     # The outcome for the op types whose every node gets the same one (most of them): found at
@@ -177,11 +177,10 @@ class MarkCandidatesPass(PassBase):
     name = "mark_candidates"
     gated = True
 
-    def run(self, graph_def, ctx):
-        view = ctx.graph_view(graph_def)
+    def run(self, graph_def, ctx, view):
         candidate, reasons, _ = compute_candidates(view, ctx)
-        out, modified = publish_placements(ctx, view, graph_def, candidate, reasons)
+        out, modified = write_placements(graph_def, candidate, reasons)
         return PassResult(out, modified, {
             "candidates": sum(candidate),
             "host": len(candidate) - sum(candidate),
-        })
+        }, view.rebind(out) if modified else None)

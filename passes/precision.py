@@ -72,8 +72,8 @@ class PrecisionPass(PassBase):
 
     name = "precision"
 
-    def run(self, graph_def, ctx):
-        config = ctx.get_config()
+    def run(self, graph_def, ctx, view):
+        config = ctx.config
         if not emulation_enabled(config):
             return PassResult(graph_def, False, {"emulation": "off"})
         targets = emulated_functions(graph_def)

@@ -81,9 +81,8 @@ class ReadGraphConfigPass(PassBase):
     name = "read_graph_config"
     gated = True
 
-    def run(self, graph_def, ctx):
-        view = ctx.graph_view(graph_def)
-        graph_config = read_graph_config(view, ctx.get_config())
+    def run(self, graph_def, ctx, view):
+        graph_config = read_graph_config(view, ctx.config)
         out, expanded = _expand_unary_compositions(graph_def, view)
         return PassResult(out, expanded > 0, {
             "unary_compositions_expanded": expanded,

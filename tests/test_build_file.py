@@ -30,12 +30,33 @@ def test_every_package_has_a_py_library():
     assert not missing, f"BUILD lacks py_library targets for {missing}"
 
 
+def _test_files():
+    """Every test file: ``tests/test_*.py`` and the per-pass ``tests/passes/test_*.py``."""
+    tests = ROOT / "tests"
+    return sorted(list(tests.glob("test_*.py")) + list((tests / "passes").glob("test_*.py")))
+
+
 def test_every_test_file_has_a_py_test():
     text = _build_text()
-    listed = set(re.findall(r'srcs = \["(tests/test_[A-Za-z0-9_]+\.py)"\]', text))
-    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("test_*.py")}
+    listed = set(re.findall(r'srcs = \["(tests/(?:passes/)?test_[A-Za-z0-9_]+\.py)"\]', text))
+    files = {p.relative_to(ROOT).as_posix() for p in _test_files()}
     assert files - listed == set(), f"BUILD lacks py_test targets for {sorted(files - listed)}"
     assert listed - files == set(), f"BUILD names missing test files {sorted(listed - files)}"
+
+
+def test_every_registered_pass_has_its_test_file():
+    from npu_adapter.passes import list_passes
+
+    missing = [name for name in list_passes()
+               if not (ROOT / "tests" / "passes" / f"test_{name}.py").exists()]
+    assert not missing, f"passes without tests/passes/test_<pass>.py: {missing}"
+
+
+def test_test_file_names_are_unique():
+    # pytest imports the test files by their base name (no __init__.py in tests/), and each
+    # py_test target is named after its file.
+    stems = [p.stem for p in _test_files()]
+    assert len(stems) == len(set(stems)), sorted(s for s in stems if stems.count(s) > 1)
 
 
 def test_every_example_has_a_py_binary():
@@ -67,7 +88,7 @@ def render_build():
             f'py_library(\n    name = "{target_name(pkg)}",\n    srcs = glob(["{pkg}/*.py"]),'
             f'{data}\n    deps = [],\n)\n')
     all_libs = ", ".join(f'":{target_name(p)}"' for p in packages)
-    for test in sorted((ROOT / "tests").glob("test_*.py")):
+    for test in _test_files():
         rel = test.relative_to(ROOT).as_posix()
         data = ('["tests/conftest.py", "tests/graph_cases.py", "tests/cann_fakes.py", '
                 '"tests/cli_cases.py", "tests/dump_wire.py", "tests/npu_cpu_helpers.py", '

@@ -222,7 +222,9 @@ def test_models_are_ordered_by_when_their_result_was_ready(tmp_path):
         first = tf.exp(x * 0.5, name="first/exp")
         from tensorflow.core.framework import attr_value_pb2
 
-        with g._attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
+        from npu_adapter import tf_compat
+
+        with tf_compat.attr_scope({"_without_npu_compile": attr_value_pb2.AttrValue(b=True)}):
             host = tf.abs(first, name="host")
         weight = tf.identity(tf.constant([1.0, 2.0, 3.0, 4.0]), name="second/weight")
         tf.reduce_sum(tf.multiply(host, weight, name="second/mul"), name="second/total")

@@ -67,22 +67,6 @@ def test_guide_example_shape_in_no_gear_is_a_named_error():
     assert "gear 2: data:0:1,1,40,80;label:0:1,60;mask:0:4,4" in message
 
 
-def test_gear_structure_case_and_static_branches():
-    res = rewrite(seed_graph(), SEED_CONFIG, fetches=SEED_FETCHES)
-    functions = {f.signature.name: f for f in res.graph_def.library.function}
-    dispatcher = functions["GeOp1_0"]
-    (case,) = [n for n in dispatcher.node_def if n.op == "Case"]
-    assert [f.name for f in case.attr["branches"].list.func] == [
-        "GeOp1_0_gear_0", "GeOp1_0_gear_1", "GeOp1_0_gear_2"]
-    branch = functions["GeOp1_0_gear_2"]
-    pinned = {n.attr["shape"].shape.SerializeToString() for n in branch.node_def
-              if n.op == "EnsureShape"}
-    assert tf.TensorShape([4, 4]).as_proto().SerializeToString() in pinned
-    node = next(n for n in res.graph_def.node if n.name == "GeOp1_0")
-    assert node.attr["_input_shape"].s.decode() == SEED_INPUT_SHAPE
-    assert node.attr["_npu_adapter_gear_policy"].s == b"exact"
-
-
 def test_gears_are_deterministic():
     a = rewrite(seed_graph(), SEED_CONFIG, fetches=SEED_FETCHES).graph_def
     b = rewrite(seed_graph(), SEED_CONFIG, fetches=SEED_FETCHES).graph_def
@@ -458,3 +442,71 @@ def test_gears_fed_by_a_dataset_without_feed_dict():
         values = [sess.run("out:0") for _ in range(3)]
     want = np.square(np.arange(24, dtype=np.float32).reshape(12, 2)).sum(axis=1)
     np.testing.assert_array_equal(np.concatenate(values), want)
+
+
+@pytest.mark.parametrize("node_type", [1, 0], ids=["placeholder", "dataset"])
+def test_a_graph_with_variables_runs_every_signature_with_gears(node_type):
+    """Gears belong to the runs that read the gear input: the initialiser, a read of a variable
+    and a checkpoint run as usual, and the step matches plain TensorFlow."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            if node_type == 1:
+                x = tf1.placeholder(tf.float32, [None, 4], name="x")
+            else:
+                data = tf.data.Dataset.from_tensor_slices(
+                    np.arange(40, dtype=np.float32).reshape(10, 4)).batch(4).repeat()
+                x = tf1.data.make_one_shot_iterator(data).get_next(name="batch")
+            v = tf1.get_variable("v", initializer=np.ones(4, np.float32), use_resource=False)
+            y = tf.reduce_sum(x * v, name="y")
+            with tf.control_dependencies([y]):  # read, then update: no race
+                step = tf1.assign_add(v, tf.reduce_mean(x, 0), name="step")
+            init = tf1.global_variables_initializer()
+        return graph, y, step, init, v
+
+    name = "x" if node_type == 1 else "batch"
+    config = NpuConfig.from_dict({"input_shape": f"{name}:-1,4", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": node_type}).to_config_proto()
+    feeds = [{"x:0": np.full((rows, 4), k, np.float32)} for k, rows in enumerate((2, 4, 2))] \
+        if node_type == 1 else [None] * 3
+    seen = {}
+    for cls in (plain_session_class(), NpuSession):
+        graph, y, step, init, v = build()
+        with cls(graph=graph, config=config) as sess:
+            sess.run(init)
+            seen[cls] = [sess.run([y, step], feed)[0] for feed in feeds] + [sess.run(v)]
+    for plain, npu in zip(*seen.values()):
+        assert np.asarray(plain).tobytes() == np.asarray(npu).tobytes()
+
+
+def test_a_random_op_keeps_one_sequence_across_gears():
+    """Batches 2, 4, 2, 4 through gears 2;4 draw from one random kernel, as in a plain
+    session."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf1.placeholder(tf.float32, [None, 3], name="x")
+            tf.identity(x + tf.random.uniform(tf.shape(x), seed=7), name="y")
+        return graph
+
+    config = NpuConfig.from_dict({"input_shape": "x:-1,3", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 1}).to_config_proto()
+    seen = {}
+    for cls in (plain_session_class(), NpuSession):
+        with cls(graph=build(), config=config) as sess:
+            seen[cls] = [sess.run("y:0", {"x:0": np.zeros((rows, 3), np.float32)})
+                         for rows in (2, 4, 2, 4)]
+    for plain, npu in zip(*seen.values()):
+        assert plain.tobytes() == npu.tobytes()
+
+
+def test_input_shape_naming_no_graph_input_is_refused():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 4], name="x")
+        tf.identity(x * 2.0, name="y")
+    config = NpuConfig.from_dict({"input_shape": "nope:-1,4", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 1}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess, \
+            pytest.raises(tf.errors.InvalidArgumentError, match="input_shape names 'nope'"):
+        sess.run("y:0", {"x:0": np.zeros((2, 4), np.float32)})

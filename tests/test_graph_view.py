@@ -6,6 +6,7 @@ Graphs are small and drawn next to each test; one 20k-node chain checks that not
 import random
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from graph_cases import while_loop_v1_graph
@@ -15,6 +16,7 @@ from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, typ
 
 from npu_adapter.graph import names
 from npu_adapter.graph.extract import extract_client_graph
+from npu_adapter.graph.types import tensor_bytes
 from npu_adapter.graph.view import GraphView
 from npu_adapter.testing import GraphBuilder
 
@@ -262,7 +264,27 @@ def test_cycles_are_reported_as_remaining_nodes():
     assert view.find_cycle() in (["a", "b", "a"], ["b", "a", "b"])
 
 
-# --------------------------------------------------------------------------- rebind / subset
+# --------------------------------------------------------------------------- lazy edges / subset
+@pytest.mark.parametrize("first", ["data_inputs", "control_inputs", "dangling", "misordered",
+                                   "inputs_past_port_zero", "names"])
+def test_the_edges_are_the_same_whichever_is_read_first(first):
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2])
+    b.op("Unique", "u", ["x"], T=tf.float32, out_idx=tf.int32)
+    b.op("Identity", "idx", ["u:1", "^x"], T=tf.int32)
+    b.op("Identity", "bad", ["^x", "missing"], T=tf.float32)
+    gd = b.graph_def()
+    view = GraphView(gd)
+    value = getattr(view, first)
+    if callable(value):
+        value()
+    assert view.data_inputs == [[], [(0, 0)], [(1, 1)], [(-1, 0)]]
+    assert view.control_inputs == [[], [], [0], [0]]
+    assert view.dangling == [(3, "missing")]
+    assert view.misordered == [3]
+    assert [i for i, _ in view.inputs_past_port_zero()] == [2]
+
+
 def test_rebind_shares_the_index_and_sees_the_new_attrs():
     gd = _diamond()
     view = GraphView(gd)
@@ -274,10 +296,9 @@ def test_rebind_shares_the_index_and_sees_the_new_attrs():
     fdef.signature.name = "helper"
     other = view.rebind(annotated)
     assert other.graph_def is annotated
-    for slot in ("ops", "index", "data_inputs", "control_inputs", "dangling", "misordered",
-                 "duplicate_names", "cache"):
-        assert getattr(other, slot) is getattr(view, slot), slot
-    assert other.data_outputs is view.data_outputs
+    for name in ("ops", "index", "data_inputs", "control_inputs", "dangling", "misordered",
+                 "duplicate_names", "cache", "data_outputs"):
+        assert getattr(other, name) is getattr(view, name), name
     assert other.node("c").attr["_note"].s == b"hello"
     assert "_note" not in view.node("c").attr
     assert set(other.functions) == {"helper"} and view.functions == {}
@@ -515,3 +536,45 @@ def test_invalid_node_names_agrees_with_the_check_per_name():
     assert invalid_node_names(names) == [n for n in names if not is_valid_node_name(n)]
     assert invalid_node_names(["a", "b/c", "d.e-f>g"]) == []
     assert invalid_node_names([]) == []
+
+
+def test_const_bytes_are_the_tensor_sizes_and_follow_a_subset():
+    b = GraphBuilder()
+    b.const("big", np.zeros([64, 64], np.float32))
+    b.const("small", np.float32(1.0))
+    b.const("text", np.array([b"abc", b"de"]))
+    b.op("Add", "sum", ["big", "small"], T=tf.float32)
+    b.op("Neg", "unused", ["small"], T=tf.float32)
+    graph_def = b.graph_def()
+    view = GraphView(graph_def)
+    expected = {i: tensor_bytes(graph_def.node[i].attr["value"].tensor)
+                for i in range(len(graph_def.node)) if graph_def.node[i].op == "Const"}
+    assert view.const_bytes() == expected
+    assert expected[view.index["big"]] == 64 * 64 * 4
+    client = extract_client_graph(graph_def, ["sum:0"], view=view)
+    sub = client.view
+    assert sub.const_bytes() == {sub.index[name]: expected[view.index[name]]
+                                 for name in ("big", "small")}
+    assert GraphView(client.graph_def).const_bytes() == sub.const_bytes()
+
+
+def test_ports_past_zero_are_the_same_from_the_parse_and_from_a_scan():
+    b = GraphBuilder()
+    b.placeholder("x", tf.float32, [4])
+    b.op("Unique", "u", ["x"], T=tf.float32, out_idx=tf.int32)
+    b.op("Identity", "idx", ["u:1"], T=tf.int32)
+    b.op("Identity", "val", ["u:0"], T=tf.float32)
+    b.op("Abs", "bad", ["x:3"], T=tf.float32)  # x has one output
+    b.op("Neg", "unused", ["x"], T=tf.float32)
+    graph_def = b.graph_def()
+    view = GraphView(graph_def)
+    parsed = [i for i, _ in view.inputs_past_port_zero()]
+    assert [view.names[i] for i in parsed] == ["idx", "val", "bad"]
+    client = extract_client_graph(graph_def, ["idx:0", "val:0", "bad:0"], view=view)
+    scanned = [client.view.names[i] for i, _ in client.view.inputs_past_port_zero()]
+    assert scanned == ["idx", "bad"]  # ("u:0" reads port 0: only a parse lists it)
+    from npu_adapter.graph.verify import verify_graph
+
+    kinds = [(v.kind, v.node) for v in verify_graph(client.graph_def, view=client.view)]
+    assert kinds == [(v.kind, v.node) for v in verify_graph(client.graph_def)]
+    assert ("port_out_of_range", "bad") in kinds

@@ -45,7 +45,7 @@ class _Add(PassBase):
         if name is not None:
             self.name = name
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         out = _copy(graph_def)
         node = out.node.add()
         node.name = self.node
@@ -57,7 +57,7 @@ class _Add(PassBase):
 class _Noop(PassBase):
     name = "noop"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(graph_def, False)
 
 
@@ -66,7 +66,7 @@ class _Dangle(PassBase):
 
     name = "dangle"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         out = _copy(graph_def)
         out.node[-1].input.append("ghost")
         return PassResult(out, True)
@@ -75,7 +75,7 @@ class _Dangle(PassBase):
 class _Fail(PassBase):
     name = "fail"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         raise RuntimeError("pass bug")
 
 

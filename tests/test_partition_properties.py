@@ -248,7 +248,7 @@ def test_two_fresh_processes_give_byte_identical_rewrites_of_a_corpus_model():
         outputs.append(stdout.strip().splitlines()[-1])
     assert outputs[0] == outputs[1]
     clusters, digest = outputs[0].split()
-    assert int(clusters) >= 2 and len(digest) == 64
+    assert int(clusters) >= 1 and len(digest) == 64
     # The same model rewritten in this process agrees too.
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))

@@ -82,8 +82,10 @@ def test_1_full_offload_single_cluster_original_geop():
     assert reason(res, "ret") == ("host", "arg_retval")
 
 
-def test_1_on_cpu_the_ref_variable_runs_outside_and_its_value_is_passed_in():
-    res = original(build_geop_graph(), backend="cpu")
+def test_1_under_xla_the_ref_variable_runs_outside_and_its_value_is_passed_in():
+    """XLA compiles no ref variable: it runs in the outer graph, its value is an argument (the
+    CPU reference, like the original, keeps it in the cluster)."""
+    res = original(build_geop_graph(), backend="xla")
     assert executes(res, "Variable") == ("host", "ref_edge_cpu_reference")
     for name in ("Const_1", "Variable/read", "Add"):
         assert executes(res, name) == ("npu", None)
@@ -113,7 +115,7 @@ def test_1_runs_bit_for_bit_on_cpu():
 
 def test_1_init_graph_runs_bit_for_bit_on_cpu():
     """The variable's initialisation (Assign on its ref edge) is in the cluster as in the
-    original; on the CPU reference the Assign runs outside with the value computed inside."""
+    original, and runs there on the CPU reference: one call of one cluster."""
     b = GraphBuilder()
     b.op("VariableV2", "Variable", dtype=tf.float32, shape=[2], container="", shared_name="")
     b.const("a", np.array([0.25, 4.0], np.float32))
@@ -124,11 +126,8 @@ def test_1_init_graph_runs_bit_for_bit_on_cpu():
     res = assert_rewrite_equivalent(b.graph_def(), {}, {}, ["Variable/read:0"])
     assert members(res) == {"GeOp1_0": {"Variable", "a", "b", "init_value", "init",
                                         "Variable/read"}}
-    assert executes(res, "init") == ("host", "ref_edge_cpu_reference")
-    # The read waits for the Assign, which waits for the value: two calls of one cluster.
-    assert [(c.name, c.part_of) for c in res.clusters] == [("GeOp1_0", None),
-                                                          ("GeOp1_0_stage1", "GeOp1_0")]
-    assert res.cluster("GeOp1_0_stage1").nodes == ("Variable/read",)
+    assert executes(res, "init") == ("npu", None)
+    assert [(c.name, c.part_of) for c in res.clusters] == [("GeOp1_0", None)]
 
 
 # --------------------------------------------------------------------------- 2, 3: scopes
@@ -162,14 +161,6 @@ def test_2_3_run_bit_for_bit_on_cpu(mix):
     assert len(res.clusters) == (2 if mix else 1)
 
 
-def test_unique_is_gray_in_the_bundled_list_so_mix_mode_keeps_it_on_host():
-    gd = mix_compile_graph(without_scope=False)
-    res = rewrite(gd, {"mix_compile_mode": True}, fetches=["ArgMax:0"])
-    assert reason(res, "Unique") == ("host", "gray_op_in_mix_mode")
-    res = rewrite(gd, {"mix_compile_mode": False}, fetches=["ArgMax:0"])
-    assert reason(res, "Unique") == ("npu", "supported")
-
-
 # --------------------------------------------------------------------------- 4-10: in_out_pair
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_4_in_out_pair_flag_true_offloads_the_region(backend):
@@ -177,9 +168,7 @@ def test_4_in_out_pair_flag_true_offloads_the_region(backend):
                                         "in_out_pair": "[[['Variable', 'Const_1'],['Add']]]"},
                    backend=backend)
     assert members(res) == {"GeOp1_0": {"Variable", "Variable/read", "Const_1", "Add"}}
-    assert canonical_edges(res.graph_def) == (
-        ["GeOp1_0->ret"] if backend == "original_like" else
-        ["GeOp1_0->ret", "Variable->GeOp1_0"])  # the variable's value, read in the outer graph
+    assert canonical_edges(res.graph_def) == ["GeOp1_0->ret"]
     assert reason(res, "Add") == ("npu", "in_out_pair_region")
     assert reason(res, "ret") == ("host", "in_out_pair_excluded")
 
@@ -435,12 +424,7 @@ def test_20_full_offload_merges_independent_clusters(backend):
     assert cluster.device_outputs == ("save/Const:0", "v1:0", "v2:0", "v3:0")
     fdef = next(f for f in res.graph_def.library.function if f.signature.name == cluster.name)
     dummies = {n.name for n in fdef.node_def if n.name.endswith("_dummyIdentity")}
-    if backend == "original_like":
-        assert dummies == {"v1_dummyIdentity", "v2_dummyIdentity", "v3_dummyIdentity"}
-    else:  # the variables run in the outer graph and SaveV2 reads them there
-        assert dummies == set()
-        assert cluster.outer_nodes == ("v1", "v2", "v3")
-        assert cluster.outputs == ("save/Const:0",)
+    assert dummies == {"v1_dummyIdentity", "v2_dummyIdentity", "v3_dummyIdentity"}
 
 
 def _momentum_graph(without_middle=True):
@@ -499,9 +483,8 @@ def test_21_cpu_gives_the_original_membership_with_variable_copies():
     assert copied and cpu.placement["Variable_1"]["cluster"] not in copied
     for name in copied:  # each cluster reading it through a ref edge holds a copy
         assert "Variable_1" in members(cpu)[name]
-        assert "Variable_1" in cpu.cluster(name).outer_nodes
-    assert executes(cpu, "train/update_Variable_1/ApplyMomentum") == (
-        "host", "ref_edge_cpu_reference")
+        assert "Variable_1" in cpu.cluster(name).nodes  # and runs it, as the original does
+    assert executes(cpu, "train/update_Variable_1/ApplyMomentum") == ("npu", None)
 
 
 def test_21_mix_mode_momentum_step_runs_bit_for_bit_on_cpu():
@@ -592,12 +575,10 @@ def test_23_resource_variable_on_the_device_takes_its_reads_along(backend):
     assert members(res) == {"GeOp1_0": {"v", read, "Identity", "mm"}}
     assert res.cluster("GeOp1_0").device_inputs == ("x:0",)
     if backend == "cpu":
-        # The session's VarHandleOp stays outside; its handle is an argument of the function.
-        assert executes(res, "v") == ("host", "resource_handle_cpu_reference")
-        assert executes(res, read) == ("npu", None)
+        # The VarHandleOp runs in the cluster (the session's resource, found by its name).
+        assert executes(res, "v") == executes(res, read) == ("npu", None)
         geop = next(n for n in res.graph_def.node if n.name == "GeOp1_0")
-        assert list(geop.attr["Tin"].list.type) == [tf.resource.as_datatype_enum,
-                                                    tf.float32.as_datatype_enum]
+        assert list(geop.attr["Tin"].list.type) == [tf.float32.as_datatype_enum]
 
 
 @pytest.mark.parametrize("placement", ["Device", "Host"])

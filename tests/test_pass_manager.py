@@ -16,7 +16,6 @@ from npu_adapter.graph.serialize import to_bytes
 from npu_adapter.op_support import OpSupportList, original_test_fixture_list
 from npu_adapter.pipeline.base import PassBase, PassContext, PassOption, PassResult
 from npu_adapter.pipeline.instruments import (
-    FactsInstrument,
     InputUnchangedInstrument,
     PassInstrument,
     SkipPassesInstrument,
@@ -49,14 +48,14 @@ class _AddNode(PassBase):
     name = "add_node"
     options = {"node": PassOption(str, "added", "name of the new node")}
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(_with_node(graph_def, self.option("node")), True, {"added": 1})
 
 
 class _Noop(PassBase):
     name = "noop"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(graph_def, False)
 
 
@@ -69,7 +68,7 @@ class _Boom(PassBase):
         super().__init__()
         self.exc = exc
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         raise self.exc
 
 
@@ -78,7 +77,7 @@ class _Mutator(PassBase):
 
     name = "mutator"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         graph_def.node[0].attr["_mutated"].b = True
         return PassResult(_with_node(graph_def, "mutated_out"), True)
 
@@ -86,14 +85,14 @@ class _Mutator(PassBase):
 class _LiesUnmodified(PassBase):
     name = "lies_unmodified"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(_with_node(graph_def, "sneaky"), False)
 
 
 class _LiesModified(PassBase):
     name = "lies_modified"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         copy = type(graph_def)()
         copy.CopyFrom(graph_def)
         return PassResult(copy, True)
@@ -174,7 +173,7 @@ def test_pass_returning_a_graph_def_instead_of_a_result_is_a_pass_error():
     class Sloppy(PassBase):
         name = "sloppy"
 
-        def run(self, graph_def, ctx):
+        def run(self, graph_def, ctx, view):
             return graph_def
 
     with pytest.raises(PassError, match="sloppy") as info:
@@ -334,7 +333,7 @@ def test_the_context_reaches_every_pass_and_hook():
     class Spy(PassBase):
         name = "spy"
 
-        def run(self, graph_def, ctx):
+        def run(self, graph_def, ctx, view):
             seen.append(ctx)
             return PassResult(graph_def, False)
 
@@ -364,61 +363,27 @@ def test_a_noop_pass_reporting_modified_is_caught():
         PassManager([_LiesModified()], [InputUnchangedInstrument()]).run(_graph())
 
 
-class _RecordsFacts(PassBase):
-    """Adds a node and records facts about its output: true ones, or the ``wrong`` one."""
+class _Stasher(PassBase):
+    """Tries to hand data to a later pass through the context (what the contract forbids)."""
 
-    name = "records_facts"
+    name = "stasher"
 
-    def __init__(self, wrong=None):
-        super().__init__()
-        self.wrong = wrong
-
-    def run(self, graph_def, ctx):
-        from npu_adapter.vocabulary import PLACEMENT_ATTR
-
-        out = _with_node(graph_def, "added")
-        facts = ctx.graph_facts(out)
-        facts["ops"] = [node.op for node in out.node]
-        facts["names"] = [node.name for node in out.node]
-        facts["annotation_free"] = True
-        body = out.library.function.add()
-        body.signature.name = "f"
-        body.node_def.add(name="n", op="NoOp")
-        facts["body_names"] = {"f": ["n"]}
-        facts["scoped_functions"] = set()  # no body node carries a multi-dims shape
-        if self.wrong == "body_names":
-            facts["body_names"] = {"f": ["m"]}
-        elif self.wrong == "scoped_functions":
-            facts["scoped_functions"] = {"f"}
-        if self.wrong == "ops":
-            facts["ops"] = facts["ops"][:-1]
-        elif self.wrong == "names":
-            facts["names"] = facts["names"][::-1]
-        elif self.wrong == "annotation_free":
-            out.node[0].attr[PLACEMENT_ATTR].s = b"host:unsupported_op"
-        return PassResult(out, True)
+    def run(self, graph_def, ctx, view):
+        ctx.graph_num = 99
+        return PassResult(graph_def, False)
 
 
-def test_facts_a_pass_records_are_shortcuts_the_next_pass_may_take():
-    ctx = PassContext()
-    result = PassManager([_RecordsFacts()], [FactsInstrument()]).run(_graph(), ctx)
-    assert ctx.node_ops(result.graph_def) == ["Placeholder", "Abs", "Placeholder"]
-    assert ctx.node_names(result.graph_def) == [n.name for n in result.graph_def.node]
-    assert ctx.known_facts(result.graph_def)["annotation_free"] is True
-    assert ctx.known_facts(_graph()) is None  # facts belong to one graph object
-    # A graph nobody described: its op types are read once and kept.
-    other = _graph()
-    assert ctx.node_ops(other) == ["Placeholder", "Abs"] and ctx.known_facts(other) == {
-        "ops": ["Placeholder", "Abs"]}
-    assert ctx.node_names(other) == [n.name for n in other.node]
-    assert ctx.known_facts(other)["names"] == ctx.node_names(other)
+def test_the_context_is_read_only_so_nothing_travels_outside_the_graph():
+    import dataclasses
 
-
-@pytest.mark.parametrize("wrong", ["ops", "names", "annotation_free", "body_names",
-                                   "scoped_functions"])
-def test_the_facts_instrument_catches_facts_the_graph_contradicts(wrong):
-    with pytest.raises(GraphInvariantError, match=f"'records_facts' recorded facts.*{wrong}"):
-        PassManager([_RecordsFacts(wrong)], [FactsInstrument()]).run(_graph())
+    ctx = PassContext(graph_num=3)
+    with pytest.raises(PassError, match="stasher") as info:
+        PassManager([_Stasher()]).run(_graph(), ctx)
+    assert isinstance(info.value.__cause__, dataclasses.FrozenInstanceError)
+    assert ctx.graph_num == 3
+    # The defaults are resolved when the context is made: passes read plain attributes.
+    assert ctx.config is not None and ctx.backend.name == "cpu"
+    assert ctx.op_support is not None
 
 
 class _StrictPurity(PassInstrument):
@@ -525,3 +490,93 @@ def test_annotated_graph_satisfies_the_precondition():
     marked = get_pass("mark_candidates")(_graph(), ctx).graph_def
     clustered = get_pass("cluster")(marked, ctx)
     assert any(n.attr["_subgraphs"].s for n in clustered.graph_def.node if "_subgraphs" in n.attr)
+
+
+def test_the_users_graph_is_untouched_when_the_client_graph_is_the_whole_graph():
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2])
+    b.unary("Abs", "a", "x")
+    b.unary("Neg", "n", "a")
+    graph_def = b.graph_def()
+    before = to_bytes(graph_def)
+    result = rewrite(graph_def, {}, fetches=["n:0"])
+    assert result.clusters
+    assert to_bytes(graph_def) == before
+    with tf.Graph().as_default():
+        tf.compat.v1.import_graph_def(result.graph_def, name="")
+
+
+# ------------------------------------------------------------------ the index handed on
+class _Annotate(PassBase):
+    """Annotates every node and hands on the index of its output (``view.rebind``)."""
+
+    name = "annotate"
+
+    def __init__(self, log, rebind=True):
+        super().__init__()
+        self.log = log
+        self.rebind = rebind
+
+    def run(self, graph_def, ctx, view):
+        self.log.append(view)
+        out = type(graph_def)()
+        out.CopyFrom(graph_def)
+        for node in out.node:
+            node.attr["_note"].s = b"seen"
+        return PassResult(out, True, {}, view.rebind(out) if self.rebind else None)
+
+
+class _Look(PassBase):
+    name = "look"
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def run(self, graph_def, ctx, view):
+        self.log.append(view)
+        assert view.graph_def is graph_def
+        return PassResult(graph_def, False)
+
+
+def test_each_pass_gets_the_index_its_predecessor_handed_on():
+    log = []
+    out = PassManager([_Look(log), _Annotate(log), _Look(log), _Look(log)]).run(_graph())
+    first, annotated, after, last = log
+    assert annotated is first  # an unchanged graph keeps its index
+    assert after is not first and after.graph_def is out.graph_def
+    assert after.data_inputs is first.data_inputs  # the structure is shared, not parsed again
+    assert last is after
+    assert all(node.attr["_note"].s == b"seen" for node in after.nodes)
+
+
+def test_without_a_handed_on_index_the_next_pass_builds_its_own():
+    log = []
+    PassManager([_Annotate(log, rebind=False), _Look(log)]).run(_graph())
+    assert log[1].graph_def is not log[0].graph_def
+
+
+def test_a_pass_given_the_index_of_another_graph_refuses_it():
+    from npu_adapter.graph.view import GraphView
+
+    with pytest.raises(ValueError, match="index of another graph"):
+        _Look([])(_graph(), PassContext(), GraphView(_graph()))
+
+
+class _WrongIndex(PassBase):
+    """Adds a node but hands on its input's index (what VerifyInstrument must catch)."""
+
+    name = "wrong_index"
+
+    def run(self, graph_def, ctx, view):
+        out = _with_node(graph_def, "extra")
+        return PassResult(out, True, {}, view.rebind(out))
+
+
+def test_the_verify_instrument_catches_an_index_that_is_not_the_outputs():
+    from npu_adapter.pipeline.instruments import VerifyInstrument
+
+    with pytest.raises(GraphInvariantError, match="'wrong_index' handed on an index"):
+        PassManager([_WrongIndex()], [VerifyInstrument()]).run(_graph())
+    log = []
+    PassManager([_Annotate(log), _Look(log)], [VerifyInstrument()]).run(_graph())

@@ -9,6 +9,8 @@ from bench import models
 from npu_adapter import api, rewrite
 from npu_adapter.graph import payload
 from npu_adapter.graph.payload import PAYLOAD_ATTR, strip_payloads
+from npu_adapter.graph.serialize import to_bytes
+from npu_adapter.graph.view import GraphView
 from npu_adapter.op_support import OpSupportList
 from npu_adapter.pipeline.instruments import PassInstrument
 from npu_adapter.testing import GraphBuilder
@@ -146,3 +148,21 @@ def test_unchanged_graph_is_reported_unmodified(monkeypatch):
     res = rewrite(gd, {}, backend="cpu", op_support=OpSupportList.from_names([]))
     assert not res.clusters
     assert not res.modified
+
+
+@pytest.mark.parametrize("min_bytes", [1, 1024, 1 << 20])
+def test_strip_payloads_reads_the_sizes_from_the_view_with_the_same_result(min_bytes):
+    b = GraphBuilder()
+    b.const("w1", np.ones([32, 32], np.float32))
+    b.const("w2", np.ones([16, 64], np.float32))
+    b.const("s", np.array([b"x" * 5000]))  # strings are never set aside
+    b.op("MatMul", "m", ["w1", "w2"], T=tf.float32)
+    graph_def = b.graph_def()
+    plain, plain_store = strip_payloads(graph_def, min_bytes)
+    viewed, viewed_store = strip_payloads(graph_def, min_bytes, view=GraphView(graph_def))
+    assert to_bytes(plain) == to_bytes(viewed)
+    assert (plain_store is None) == (viewed_store is None)
+    if plain_store is not None:
+        assert len(plain_store) == len(viewed_store) > 0
+        viewed_store.restore(viewed)
+        assert to_bytes(viewed) == to_bytes(graph_def)

@@ -36,14 +36,14 @@ class _TypedPass(PassBase):
         "mode": PassOption(str, "fast", "a choice", choices=("fast", "slow")),
     }
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(graph_def, False)
 
 
 class _PlainPass(PassBase):
     name = "plain"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         return PassResult(graph_def, False)
 
 

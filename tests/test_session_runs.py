@@ -178,3 +178,162 @@ def test_runs_racing_a_close_get_tensorflows_error_not_a_crash():
         for thread in threads:
             thread.join(timeout=60)
         assert len(errors) == 4 and all("closed Session" in str(e) for e in errors)
+
+
+def test_partial_run_misuse_gets_tensorflows_errors():
+    graph = tf.Graph()
+    with graph.as_default():
+        a = tf1.placeholder(tf.float32, [], name="a")
+        b = tf1.placeholder(tf.float32, [], name="b")
+        c = tf.multiply(a, 2.0, name="c")
+        d = tf.add(c, b, name="d")
+        e = tf.identity(d, name="e")
+    for cls in (PlainSession, NpuSession):
+        with cls(graph=graph, config=npu_config()) as sess:
+            handle = sess.partial_run_setup([c, d], [a, b])
+            misuses = [("not specified in partial_run_setup", handle, e, {a: 1.0}),
+                       ("feed", handle, c, {"e:0": 1.0}),
+                       ("", "no such handle", c, {a: 1.0})]
+            for message, run_handle, fetch, feeds in misuses:
+                with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+                    sess.partial_run(run_handle, fetch, feeds)
+
+
+def test_a_placeholder_with_default_fed_in_one_run_and_not_in_the_next():
+    """A MonitoredTrainingSession's training step feeds it, an evaluation does not: each run
+    gets what plain TensorFlow gives."""
+    import npu_adapter
+
+    def losses(config):
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf1.placeholder_with_default(tf.ones([4, 3]), [None, 3])
+            w = tf1.get_variable("w", [3, 1], initializer=tf1.ones_initializer())
+            loss = tf.reduce_mean(tf.matmul(x, w))
+            step = tf1.train.get_or_create_global_step()
+            train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+            with tf1.train.MonitoredTrainingSession(config=config) as sess:
+                return [sess.run([loss, train], {x: np.full((2, 3), 2.0, np.float32)})[0],
+                        sess.run(loss),
+                        sess.run(loss, {x: np.full((2, 3), 3.0, np.float32)})]
+
+    was = npu_adapter.session.is_installed()
+    npu_adapter.install()
+    try:
+        assert losses(npu_config()) == losses(tf1.ConfigProto())
+    finally:
+        if not was:
+            npu_adapter.uninstall()
+
+
+def test_a_random_op_keeps_one_sequence_across_signatures():
+    """Plain TensorFlow keeps one state per random kernel in a session, whatever the fetches:
+    a run of ``upd`` continues the sequence a run of ``r`` started."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            v = tf1.get_variable("v", initializer=0.0, use_resource=True)
+            r = tf.multiply(2.0, tf.random.normal([4], seed=5), name="r")
+            upd = tf1.assign_add(v, tf.reduce_mean(r), name="upd")
+            init = tf1.global_variables_initializer()
+        return graph, r, upd, init, v
+
+    seen = {}
+    for cls in (PlainSession, NpuSession):
+        graph, r, upd, init, v = build()
+        with cls(graph=graph, config=npu_config()) as sess:
+            sess.run(init)
+            first = sess.run(r)
+            sess.run(upd)
+            seen[cls] = (first, sess.run(v), sess.run(r))
+    for plain, npu in zip(seen[PlainSession], seen[NpuSession]):
+        assert np.asarray(plain).tobytes() == np.asarray(npu).tobytes()
+
+
+@pytest.mark.parametrize("options", [{}, {"mix_compile_mode": True}], ids=["full", "mix"])
+def test_a_step_with_tf1_conditionals_and_moving_averages_runs_with_plain_values(options):
+    """PointNet-style batch norm: ``tf.cond(is_training, ...)`` around the moving averages of
+    ``ExponentialMovingAverage``, whose slots start from a TF1 conditional ("is the variable
+    initialised?"), TF1 ref variables and Adam, as under ``disable_v2_behavior``: no dead
+    branch's tensor becomes a value."""
+    def build():
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(1)
+            x = tf1.placeholder(tf.float32, [8, 16], name="x")
+            training = tf1.placeholder(tf.bool, [], name="training")
+            h = tf.matmul(x, tf1.get_variable("w", [16, 32]))
+            mean, var = tf.nn.moments(h, [0], name="moments")
+            ema = tf1.train.ExponentialMovingAverage(decay=0.9)
+
+            def update():
+                with tf.control_dependencies([ema.apply([mean, var])]):
+                    return tf.identity(mean), tf.identity(var)
+
+            m, v = tf1.cond(training, update, lambda: (ema.average(mean), ema.average(var)))
+            beta = tf1.get_variable("beta", [32], initializer=tf1.zeros_initializer())
+            gamma = tf1.get_variable("gamma", [32], initializer=tf1.ones_initializer())
+            h = tf.nn.batch_normalization(h, m, v, beta, gamma, 1e-3)
+            loss = tf.reduce_mean(tf.square(tf.nn.relu(h)), name="loss")
+            train = tf1.train.AdamOptimizer(0.01).minimize(loss)
+            init = tf1.global_variables_initializer()
+        return graph, x, training, loss, train, init
+
+    was_v2, was_resource = tf1.control_flow_v2_enabled(), tf1.resource_variables_enabled()
+    tf1.disable_control_flow_v2()
+    tf1.disable_resource_variables()
+    try:
+        xs = np.random.RandomState(0).randn(8, 16).astype(np.float32)
+        losses = {}
+        for cls in (PlainSession, NpuSession):
+            graph, x, training, loss, train, init = build()
+            with cls(graph=graph, config=npu_config(**options)) as sess:
+                sess.run(init)
+                losses[cls] = [sess.run([loss, train], {x: xs, training: True})[0]
+                               for _ in range(3)] + [sess.run(loss, {x: xs, training: False})]
+    finally:
+        if was_v2:
+            tf1.enable_control_flow_v2()
+        if was_resource:
+            tf1.enable_resource_variables()
+    assert [a.tobytes() for a in losses[PlainSession]] == \
+        [b.tobytes() for b in losses[NpuSession]]
+
+
+def test_fetch_and_feed_forms_tensorflow_takes():
+    """IndexedSlices fetched by their parts (no shape check), a tuple of tensors as one feed key,
+    a registered fetch conversion (get_variable's lazy regularization losses), a graph that is
+    no tf.Graph: each as TensorFlow's session does it."""
+    def runs(cls):
+        graph = tf.Graph()
+        with graph.as_default():
+            slices = tf.IndexedSlices(tf.constant([1.0, 2.0]),
+                                      tf.constant([[3, 2, 0], [4, 5, 1]], tf.int64))
+            z = (tf.zeros([2]), (tf.zeros([2]),))
+            doubled = z[1][0] * 2
+            tf1.get_variable("w", [2], initializer=tf1.ones_initializer(),
+                             regularizer=lambda w: tf.reduce_sum(w) * 0.5)
+            losses = tf1.get_collection(tf1.GraphKeys.REGULARIZATION_LOSSES)
+            init = tf1.global_variables_initializer()
+        with cls(graph=graph, config=npu_config()) as sess:
+            sess.run(init)
+            return (sess.run(slices).values.tolist(),
+                    sess.run(doubled, {z: (np.ones(2), (np.full(2, 3.0),))}).tolist(),
+                    [float(v) for v in sess.run(losses)])
+
+    assert runs(NpuSession) == runs(PlainSession) == ([1.0, 2.0], [6.0, 6.0], [1.0])
+    for cls in (PlainSession, NpuSession):
+        with pytest.raises(TypeError, match="must be a tf.Graph"):
+            cls(graph=37, config=npu_config())
+
+
+def test_an_op_error_keeps_tensorflows_traceback():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None], name="x")
+        tf.debugging.check_numerics(x, "bad value", name="checked")
+    with NpuSession(graph=graph, config=npu_config()) as sess, \
+            pytest.raises(tf.errors.InvalidArgumentError, match="bad value") as error:
+        sess.run("checked:0", {x: [np.nan]})
+    frames = [frame.name for frame in error.traceback]
+    assert "_do_call" in frames  # TensorFlow's own frames, where the error was raised

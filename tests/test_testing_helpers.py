@@ -244,7 +244,7 @@ class _CorruptConst(PassBase):
 
     name = "corrupt_const_for_test"
 
-    def run(self, graph_def, ctx):
+    def run(self, graph_def, ctx, view):
         out = type(graph_def)()
         out.CopyFrom(graph_def)
         for node in out.node:

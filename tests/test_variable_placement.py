@@ -2,9 +2,10 @@
 in one cluster (``variable_placement=Device``), and the CPU reference runs it bit for bit like
 plain TensorFlow.
 
-The CPU reference runs the variables (and, for TF1 ref variables, the ops on their ref edges) in
-the outer graph: the placement says ``device`` and ``executes: host``. Resource variables'
-reads and updates run inside the cluster function with the handle as an argument.
+The CPU reference runs the whole step in the cluster's function, the variables and (for TF1 ref
+variables) the ops on their ref edges included, as the original's GeOp does: the placement says
+``executes: npu`` for every device node. The XLA backend, which compiles no state, runs the
+variables and their ref-edge ops in the outer graph (``executes: host``).
 """
 
 import numpy as np
@@ -75,36 +76,17 @@ def _is_ref(tensor):
 
 
 def _check_one_cluster(res, graph, use_resource):
-    """The whole step is one cluster; only the fed placeholders stay on the host; the CPU
-    reference runs exactly the variables (and the ops on ref edges) in the outer graph."""
+    """The whole step is one cluster, called once; only the fed placeholders stay on the host;
+    the CPU reference runs every device node, variables included, in the cluster's function."""
+    del use_resource  # ref and resource variables alike
     host = {n: p["reason"] for n, p in res.placement.items() if p["device"] == "host"}
     placeholders = [op.name for op in graph.get_operations() if op.type == "Placeholder"]
     assert host == dict.fromkeys(placeholders, "graph_input")
     (cluster,) = res.membership()
     assert set(res.membership()[cluster]) == set(res.placement) - set(host)
-    outside = {n: p["executes_reason"] for n, p in res.placement.items()
-               if p["executes"] == "host" and p["device"] == "npu"}
-    variables = _variables(graph)
-    ops = {op.name: op for op in graph.get_operations()}
-    handles = {n for n in variables if ops[n].type == "VarHandleOp"}
-    if use_resource:
-        assert handles == variables
-        assert outside == dict.fromkeys(variables, _RESOURCE_OUTSIDE)
-        assert [c.name for c in res.clusters] == [cluster]  # one call
-        return cluster
-    # TF1 ref variables (the global step is a resource variable even then).
-    assert variables <= set(outside)
-    for name, why in outside.items():
-        op = ops[name]
-        if name in handles:
-            assert why == _RESOURCE_OUTSIDE
-        else:  # exactly the ops with a ref input or output
-            assert why == _REF_OUTSIDE
-            assert any(_is_ref(t) for t in list(op.inputs) + list(op.outputs)), name
-    for op in graph.get_operations():
-        if op.name in res.placement and any(_is_ref(t) for t in op.outputs):
-            assert op.name in outside
-    assert all(c.part_of in (None, cluster) for c in res.clusters)
+    assert _variables(graph) <= set(res.membership()[cluster])
+    assert all(p["executes"] == p["device"] for p in res.placement.values())
+    assert [c.name for c in res.clusters] == [cluster]  # one call
     return cluster
 
 
@@ -129,21 +111,15 @@ def test_cnn_training_step_is_one_cluster_and_runs_bit_for_bit(use_resource, opt
 @pytest.mark.parametrize("use_resource", [False, True], ids=["ref", "resource"])
 def test_updates_before_the_gradients_keep_the_gradients_in_the_cluster(use_resource):
     """``with control_dependencies(update_ops): minimize`` makes the gradients wait for the
-    moving-mean update. With a ref variable that update runs in the outer graph, so the CPU
-    reference calls the cluster in steps; the gradients still run inside it."""
+    moving-mean update: the update, the gradients and the step are one cluster, called once."""
     graph = cnn_graph(use_resource, "momentum", batch_norm=True)
     res = assert_rewrite_equivalent(graph.as_graph_def(), {}, cnn_feeds(1), ["loss:0"],
                                     targets=["train"], init=["init"], steps=3)
     cluster = _check_one_cluster(res, graph, use_resource)
     grads = [n for n in res.placement if n.startswith("gradients/")]
-    assert grads and all(res.placement[n]["executes"] == "npu" for n in grads)
-    if use_resource:
-        return
-    assert res.placement["net/bn/update"]["executes"] == "host"
-    steps = [c for c in res.clusters if c.part_of == cluster]
-    assert steps, "the update must split the cluster into steps"
-    in_later_steps = {n for c in steps for n in c.nodes}
-    assert any(n.startswith("gradients/") for n in in_later_steps)
+    assert grads and all(res.placement[n]["cluster"] == cluster for n in grads)
+    updates = [n for n in res.placement if "bn/update" in n or "AssignSub" in n]
+    assert updates and all(res.placement[n]["cluster"] == cluster for n in updates)
 
 
 def test_ref_variables_under_disable_resource_variables():
@@ -226,20 +202,32 @@ def test_report_shows_the_training_step_on_the_device():
     assert (summary["host"], summary["clusters"]) == (2, 1)  # the two fed placeholders
     assert summary["npu"] == summary["nodes"] - 2
     assert summary["npu_fraction"] == round(summary["npu"] / summary["nodes"], 4)
+    assert summary["npu_executed_on_host"] == 0
+    assert not any(r.get("executes_reason") for r in report["nodes"].values())
+    (record,) = report["clusters"]
+    assert record["size"] == summary["npu"]
+    assert record["calls"] == ["GeOp1_0"]
+    # The boundary is the original's GeOp: the fed inputs in, the fetched loss out.
+    assert [t["tensor"] for t in record["inputs"]] == ["x:0", "y:0"]
+    assert [t["tensor"] for t in record["outputs"]] == ["loss:0"]
+
+
+def test_the_xla_backend_runs_state_outside_its_compiled_clusters():
+    """XLA compiles no variable and no ref edge: the report keeps the original's placement and
+    says where each of those runs on this backend."""
+    graph = cnn_graph(False, "adam")
+    gd = graph.as_graph_def()
+    config = NpuConfig.from_dict({})
+    res = npu_adapter.rewrite(gd, config, fetches=["loss:0"], targets=["train"],
+                              feeds=["x:0", "y:0"], backend="xla")
+    report = placement_report(res, gd, config=config, shapes=False)
     outside = [n for n, r in report["nodes"].items() if r.get("executes_reason")]
-    assert summary["npu_executed_on_host"] == len(outside) > 0
+    assert report["summary"]["npu_executed_on_host"] == len(outside) > 0
     for name in outside:
         node = report["nodes"][name]
         assert (node["device"], node["cluster"], node["executes"]) == ("npu", "GeOp1_0", "host")
         assert node["executes_reason"] == (
             _RESOURCE_OUTSIDE if name == "global_step" else _REF_OUTSIDE)
-    (record,) = report["clusters"]
-    assert record["size"] == summary["npu"]
-    assert record["executed_on_host"] == outside
-    assert record["calls"][0] == "GeOp1_0" and len(record["calls"]) > 1
-    # The boundary is the original's GeOp: the fed inputs in, the fetched loss out.
-    assert [t["tensor"] for t in record["inputs"]] == ["x:0", "y:0"]
-    assert [t["tensor"] for t in record["outputs"]] == ["loss:0"]
     assert _REF_OUTSIDE in report["reasons"]
 
 
@@ -281,8 +269,8 @@ def test_report_html_has_the_executes_column(tmp_path):
     graph = mlp_graph(False, "sgd")
     dumped = npu_adapter.dump_graphs(graph.as_graph_def(), {}, str(tmp_path),
                                      fetches=["loss:0"], targets=["train"],
-                                     feeds=["x:0", "y:0"], tensorboard=False, dot=False,
-                                     model_name="mlp")
+                                     feeds=["x:0", "y:0"], backend="xla", tensorboard=False,
+                                     dot=False, model_name="mlp")
     html = pathlib.Path(dumped.path("report.html")).read_text(encoding="utf-8")
     assert "<th title=\"where the node runs on this backend\">Executes</th>" in html
     assert "Device nodes run on the host by this backend" in html

@@ -108,14 +108,12 @@ class Backend(abc.ABC):
             graph_def: the rewritten ``GraphDef``. Each cluster is one node whose op is ``GeOp``,
                 with a ``function`` attr naming a ``FunctionDef`` in ``graph_def.library`` that
                 holds the cluster's body (gears, when present, are a ``Case`` inside it or around
-                it). Treat it as read-only, unless ``ctx.may_edit(graph_def)`` allows an edit
-                in place (then return it, edited).
+                it). Never mutate it (docs/architecture.md, "The pass contract").
             clusters: the partitioner's description of each cluster (name, node names, input
                 and output tensor names, gears), in the order of the GeOp names; None for a
                 backend whose ``lower_reads_clusters`` is False (reading them from the bodies
                 costs about 50 ms for 100k clustered nodes).
-            ctx: the pass context (the typed config as ``ctx.config``, and the dump/instrument
-                hooks).
+            ctx: the pass context (read-only inputs: the typed config as ``ctx.config``).
 
         Returns:
             A new ``GraphDef`` that TensorFlow can import and run with ``tf.import_graph_def``

@@ -179,7 +179,8 @@ class RuntimeStats:
         return stats
 
 
-def _cluster_function(node):
+def cluster_function(node):
+    """``(attr key, function name)`` of a cluster node's function, or ``(None, None)``."""
     for key in CLUSTER_FUNCTION_ATTRS:
         if key in node.attr:
             return key, node.attr[key].func.name
@@ -268,7 +269,8 @@ class Program:
             gears, counted = self._choose_gears(fed_shapes) if self.gear_clusters else ((), ())
             if gears and all(g is not None for g in gears) and \
                     all(c.policy == "exact" for c in self.gear_clusters):
-                selection = Selection(Variant(("gears", gears)), gears, counted)
+                selection = Selection(Variant(("gears", self.runtime.gear_variant(gears))),
+                                      gears, counted)
             else:
                 selection = Selection(Variant(None), gears, counted)
             if len(self._decisions) < _DECISIONS_MAX:
@@ -352,8 +354,7 @@ class Program:
         kind, value = key
         base = graph_def if graph_def is not None else self.result.graph_def
         if kind == "gears":
-            return self.runtime.call_gears(base,
-                                           {c.name: g for c, g in zip(self.gear_clusters, value)})
+            return self.runtime.call_gears(base, [c.name for c in self.gear_clusters], value)
         if kind == "shapes":
             digest = hashlib.sha1(repr(value).encode()).hexdigest()[:10]
             return self.runtime.pin_shapes(base, dict(value), suffix=f"lazy_{digest}")
@@ -393,16 +394,24 @@ class BackendRuntime:
         """Release what the runtime holds (devices, loaded models). Idempotent."""
 
     # ------------------------------------------------------------------ variant builders
-    def call_gears(self, graph_def, gear_of):
-        """A copy of ``graph_def`` whose gear clusters (cluster name → gear index) call that
-        gear's static-shape function directly instead of their dispatcher."""
+    def gear_variant(self, gears):
+        """What the variant of a run whose gear clusters chose ``gears`` (one gear index each)
+        calls: by default each chosen gear's static-shape copy, so one variant per gear
+        tuple."""
+        return gears
+
+    def call_gears(self, graph_def, clusters, chosen):
+        """A copy of ``graph_def`` whose gear ``clusters`` call what :meth:`gear_variant`
+        chose (``chosen``) directly instead of their dispatcher: by default gear ``chosen[i]``'s
+        static-shape function for cluster ``i``."""
         out = type(graph_def)()
         out.CopyFrom(graph_def)
+        gear_of = dict(zip(clusters, chosen))
         for node in out.node:
             g = gear_of.get(node.name)
             if g is None:
                 continue
-            key, name = _cluster_function(node)
+            key, name = cluster_function(node)
             node.attr[key].func.name = f"{name}{GEAR_FUNCTION_SUFFIX}{g}"
         return out
 
@@ -418,7 +427,7 @@ class BackendRuntime:
         for node in out.node:
             if CLUSTER_INPUTS_ATTR not in node.attr:
                 continue
-            key, fname = _cluster_function(node)
+            key, fname = cluster_function(node)
             if fname not in functions:
                 continue
             inputs = [s.decode() for s in node.attr[CLUSTER_INPUTS_ATTR].list.s]

@@ -33,7 +33,7 @@ import collections
 
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from npu_adapter.graph.names import format_input, unique_name
+from npu_adapter.graph.names import format_input, parse_input, unique_name
 from npu_adapter.graph.types import (
     called_functions,
     may_reference_functions,
@@ -94,9 +94,11 @@ def _flag(attrs, key):
     return value is not None and value.b
 
 
-def inlinable(call, fdef):
+def inlinable(call, fdef, body_names=False):
     """Whether the call node ``call`` of FunctionDef ``fdef`` may be inlined (see the module
-    docstring for what is left alone)."""
+    docstring for what is left alone). TF1 control flow is inlined only under ``body_names``:
+    a cluster holds a whole loop or cond (they are never split), so its frames come back under
+    the user's own names, as the user's graph had them."""
     if call.op not in CALL_OPS or any(_flag(call.attr, k) for k in _COMPILED_ATTRS):
         return False
     if any(_flag(fdef.attr, k) for k in _COMPILED_ATTRS):
@@ -107,7 +109,7 @@ def inlinable(call, fdef):
         return False
     if sum(1 for t in call.input if not t.startswith("^")) != len(signature.input_arg):
         return False
-    return not any(node.op in _FRAME_OPS for node in fdef.node_def)
+    return body_names or not any(node.op in _FRAME_OPS for node in fdef.node_def)
 
 
 class _Body:
@@ -276,7 +278,7 @@ def _referenced_functions(graph_def, library):
     return found
 
 
-def inline_calls(graph_def, select=None, *, body_names=False):
+def inline_calls(graph_def, select=None, *, body_names=False, direct_results=False):
     """An :class:`Inlined`: a copy of ``graph_def`` with each call node that ``select(call,
     fdef)`` accepts (all, by default) and :func:`inlinable` allows replaced by its function's
     body (see the module docstring); functions no node refers to any more are left out of the
@@ -284,7 +286,11 @@ def inline_calls(graph_def, select=None, *, body_names=False):
 
     Body nodes are named ``<call>/<body node>``, as TensorFlow names them; with ``body_names``
     they keep their own names where the graph leaves them free (a cluster function's nodes are
-    named after the user's nodes they copy, so the inlined cluster is those nodes again)."""
+    named after the user's nodes they copy, so the inlined cluster is those nodes again).
+
+    With ``direct_results`` (and ``body_names``) the graph reads each result where the body
+    computes it, as the graph before the rewrite did, instead of through the node standing for
+    the call (:func:`read_results_directly`)."""
     library = {f.signature.name: f for f in graph_def.library.function}
     unchanged = Inlined(graph_def, [], {}, frozenset(), frozenset())
     if not library:
@@ -295,7 +301,8 @@ def inline_calls(graph_def, select=None, *, body_names=False):
         if node.op not in CALL_OPS:
             continue
         fdef = library.get(node.attr["f"].func.name)
-        if fdef is None or not inlinable(node, fdef) or (select and not select(node, fdef)):
+        if fdef is None or not inlinable(node, fdef, body_names) or \
+                (select and not select(node, fdef)):
             continue
         if taken is None:
             taken = {n.name for n in graph_def.node}
@@ -330,9 +337,110 @@ def inline_calls(graph_def, select=None, *, body_names=False):
         out.node.add().CopyFrom(node)
     if not inlined:
         return unchanged
+    if direct_results and body_names:
+        origins = read_results_directly(out, {name: bodies[name] for name in inlined}, origins)
     out.library.gradient.extend(graph_def.library.gradient)
     used = _referenced_functions(out, library)
     for fdef in graph_def.library.function:
         if fdef.signature.name in used:
             out.library.function.add().CopyFrom(fdef)
     return Inlined(out, inlined, origins, frozenset(pass_through), frozenset(gates))
+
+
+_FORWARDERS = frozenset({"Identity", "IdentityN"})
+
+
+def _rename_everywhere(graph_def, old, new):
+    """Rename node ``old`` to ``new`` in ``graph_def`` (its references included)."""
+    prefix = old + ":"
+    for node in graph_def.node:
+        if node.name == old:
+            node.name = new
+        for k, text in enumerate(node.input):
+            if text == old or text == "^" + old:
+                node.input[k] = text.replace(old, new)
+            elif text.startswith(prefix):
+                node.input[k] = new + text[len(old):]
+
+
+def read_results_directly(graph_def, bodies, origins):
+    """Make the inlined ``graph_def`` (edited in place) read each call's results where its body
+    computes them, and give the body nodes the names of the aliases that stood for them.
+    Returns the updated ``origins`` (graph node name → body node name).
+
+    * A data input ``<call>:k`` becomes the body tensor of result ``k``: the graph waits for
+      what it reads, as the graph before the rewrite did, not for the whole body. The node
+      standing for the call stays, as a ``NoOp`` waiting for the body, only when something
+      waits for ``^<call>``.
+    * An alias the rewrite added to keep a user's name (an ``Identity``/``IdentityN`` of one body
+      node's outputs, or a ``NoOp`` waiting for a call whose body holds the user's node, see
+      :mod:`npu_adapter.graph.aliases`) is dropped, and the body node takes that name back.
+
+    So a cluster that only partitions the user's graph is inlined into the user's nodes
+    themselves: TensorFlow then optimises and runs exactly the graph a plain session runs.
+    """
+    results = {name: [body.ref(body.fdef.ret[arg.name])
+                      for arg in body.fdef.signature.output_arg]
+               for name, body in bodies.items()}
+    for node in graph_def.node:
+        if node.name in bodies:
+            continue
+        for k, text in enumerate(node.input):
+            source, port, is_control = parse_input(text)
+            if source in bodies and not is_control:
+                node.input[k] = results[source][port]
+    # Aliases of body nodes: the body node takes its name back.
+    renames = {}  # body node's graph name -> the alias's name
+    for node in graph_def.node:
+        if node.name in bodies or node.name in origins:
+            continue
+        target = None
+        if node.op in _FORWARDERS and node.input and \
+                not any(t.startswith("^") for t in node.input):
+            parsed = [parse_input(t) for t in node.input]
+            sources = {source for source, _, _ in parsed}
+            if len(sources) == 1 and origins.get(parsed[0][0]) == node.name and \
+                    [port for _, port, _ in parsed] == list(range(len(parsed))):
+                target = parsed[0][0]
+        elif node.op == "NoOp" and len(node.input) == 1 and node.input[0][1:] in bodies \
+                and node.input[0].startswith("^"):
+            renamed = bodies[node.input[0][1:]].rename.get(node.name)
+            if renamed is not None and renamed != node.name:
+                target = renamed
+        if target is not None and target not in renames:
+            renames[target] = node.name
+    aliases = set(renames.values())
+    for old, new in renames.items():
+        origins[new] = origins.pop(old)
+    waited = set()
+    kept = []
+    for node in graph_def.node:
+        if node.name in aliases and node.name not in renames:
+            continue  # an alias whose body node takes its name
+        node.name = renames.get(node.name, node.name)
+        for k, text in enumerate(node.input):
+            source, port, is_control = parse_input(text)
+            if source in renames:
+                node.input[k] = format_input(renames[source], port, is_control)
+            elif is_control and source in bodies:
+                waited.add(source)
+        kept.append(node)
+    final = []
+    for node in kept:
+        if node.name in bodies:
+            if node.name not in waited:
+                continue  # nothing reads or waits for the call any more
+            node.op = "NoOp"  # waits for the whole body
+            waits = ["^" + renames.get(parse_input(t)[0], parse_input(t)[0])
+                     for t in node.input]
+            del node.input[:]
+            node.input.extend(dict.fromkeys(waits))
+            if "T" in node.attr:
+                del node.attr["T"]
+        final.append(node)
+    copies = [type(node)() for node in final]
+    for copy, node in zip(copies, final):
+        copy.CopyFrom(node)
+    del graph_def.node[:]
+    graph_def.node.extend(copies)
+    return origins

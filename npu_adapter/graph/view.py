@@ -1,10 +1,11 @@
 """``GraphView``: an indexed, read-only view over a ``GraphDef``.
 
-Passes never edit a GraphDef in place. They read it through a GraphView (name index, producers,
-consumers, edge dtypes, topological order) and write a new GraphDef. Building the index is linear
-in nodes + edges and cheap enough for 100k-node graphs (the ``scaling`` section of
-``python -m bench`` measures it): node inputs are parsed once, into plain integer lists, and
-consumer lists are only built when asked for.
+Passes never edit a GraphDef in place (docs/architecture.md, "The pass contract"). A pass reads
+its input through a GraphView (name index, producers, consumers, edge dtypes, topological order)
+and writes a new GraphDef. Building the index is linear in nodes + edges and cheap enough for
+100k-node graphs (the ``scaling`` section of ``python -m bench`` measures it): node inputs are
+parsed into plain integer lists when an edge is first asked for (a reader of names, op types and
+attributes never pays for them), and consumer lists only when asked for.
 """
 
 import collections
@@ -29,23 +30,6 @@ def _in_producer_order(predecessors, back):
                for dst, preds in enumerate(predecessors))
 
 
-def _serialized_map_key(key):
-    """The bytes of ``key`` as the key field (field 1, length-delimited) of a serialized map
-    entry: tag 0x0A, the length as a varint, the UTF-8 bytes."""
-    data = key.encode()
-    size = len(data)
-    length = bytearray()
-    while True:
-        byte = size & 0x7F
-        size >>= 7
-        if size:
-            length.append(byte | 0x80)
-        else:
-            length.append(byte)
-            break
-    return b"\x0a" + bytes(length) + data
-
-
 class GraphView:
     """Index of a GraphDef's nodes and edges.
 
@@ -59,20 +43,24 @@ class GraphView:
             ``src_index`` is -1 when the producer does not exist (a dangling input).
         control_inputs: per node, a list of producer indices of its control inputs (-1: dangling).
         dangling: list of ``(node_index, input_string)`` for inputs naming a missing node.
+        misordered: sorted indices of the nodes listing a data input after a control input
+            (invalid; reported by ``verify_graph``).
         duplicate_names: sorted list of names used by more than one node.
         functions: dict function name → FunctionDef of the library.
+
+    The four edge attributes are parsed from the node inputs when one of them is first read.
     """
 
     __slots__ = (
         "graph_def",
-        "_nodes",
+        "nodes",
         "names",
         "ops",
         "index",
-        "data_inputs",
-        "control_inputs",
-        "dangling",
-        "misordered",
+        "_data_inputs",
+        "_control_inputs",
+        "_dangling",
+        "_misordered",
         "duplicate_names",
         "functions",
         "_data_outputs",
@@ -85,7 +73,7 @@ class GraphView:
     def __init__(self, graph_def):
         self.graph_def = graph_def
         nodes = list(graph_def.node)
-        self._nodes = nodes
+        self.nodes = nodes
         # Names and op types as plain lists: reading NodeDef fields from Python is slow, and the
         # passes ask for them in their inner loops.
         names = [node.name for node in nodes]
@@ -102,13 +90,29 @@ class GraphView:
                     index[name] = i
         self.index = index
         self.duplicate_names = sorted(duplicates)
+        self._data_inputs = None  # parsed on first use (see _parse_inputs)
+        self._control_inputs = None
+        self._dangling = None
+        self._misordered = None
+        self.functions = {f.signature.name: f for f in graph_def.library.function}
+        self._data_outputs = None
+        self._control_outputs = None
+        self._out_types = {}
+        self._in_types = {}
+        # Derived structures (topological order, loop frames, Const sizes, ...) computed once
+        # per view: what the structure and the dtype, frame and Const attributes decide, so a
+        # rebound view may share them (see rebind).
+        self.cache = {}
+
+    def _parse_inputs(self):
+        """Parse every node's inputs into the four edge attributes (once)."""
         data_inputs = []
         control_inputs = []
         dangling = []
         misordered = []
         ported = []  # nodes with an input "name:<port>" (port 0 written out included)
-        get = index.get
-        for i, node in enumerate(nodes):
+        get = self.index.get
+        for i, node in enumerate(self.nodes):
             data = []
             ctrl = None
             for text in node.input:
@@ -141,32 +145,58 @@ class GraphView:
                     dangling.append((i, text))
             data_inputs.append(data)
             control_inputs.append(ctrl if ctrl is not None else [])
-        self.data_inputs = data_inputs
-        self.control_inputs = control_inputs
-        self.dangling = dangling
-        # Nodes listing a data input after a control input (invalid; reported by verify_graph).
-        self.misordered = sorted(set(misordered))
-        self.functions = {f.signature.name: f for f in graph_def.library.function}
-        self._data_outputs = None
-        self._control_outputs = None
-        self._out_types = {}
-        self._in_types = {}
-        # Derived structures (topological order, loop frames, ...) computed once per structure.
-        self.cache = {"ported": ported}
+        self._data_inputs = data_inputs
+        self._control_inputs = control_inputs
+        self._dangling = dangling
+        self._misordered = sorted(set(misordered))
+        self.cache.setdefault("ported", ported)
+
+    @property
+    def data_inputs(self):
+        """Per node, ``(src_index, src_port)`` per data input slot (see the class docstring)."""
+        if self._data_inputs is None:
+            self._parse_inputs()
+        return self._data_inputs
+
+    @property
+    def control_inputs(self):
+        """Per node, the producer indices of its control inputs (-1: dangling)."""
+        if self._control_inputs is None:
+            self._parse_inputs()
+        return self._control_inputs
+
+    @property
+    def dangling(self):
+        """``(node_index, input_string)`` of every input naming a missing node."""
+        if self._dangling is None:
+            self._parse_inputs()
+        return self._dangling
+
+    @property
+    def misordered(self):
+        """Sorted indices of the nodes listing a data input after a control input."""
+        if self._misordered is None:
+            self._parse_inputs()
+        return self._misordered
 
     def rebind(self, graph_def):
-        """A view of ``graph_def``, which must have the same nodes, inputs and op types in the
-        same order as this view's graph (only attributes may differ — e.g. a pass's annotations).
+        """The view of ``graph_def``, a graph with this view's structure: the same nodes, in the
+        same order, with the same op types and inputs, and the same attributes but for ones
+        that decide no dtype, no Const's dtype or shape and no loop frame (a pass's
+        annotations, such as the placement and the cluster name; the data of Consts set aside
+        by ``strip_payloads``).
 
-        Shares every index structure, so it costs almost nothing. Dtype caches are shared too:
-        passes that rebind must not change attrs that decide dtypes.
-        """
+        Shares every index structure and cache, so it costs one list of the NodeDefs: a pass
+        that only annotates its input hands the next pass its index this way
+        (``PassResult.view``; ``VerifyInstrument`` checks the structure is the same)."""
+        if self._data_inputs is None:
+            self._parse_inputs()  # (once, for both views)
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
-        other._nodes = None  # materialised on first use
-        for slot in ("names", "ops", "index", "data_inputs", "control_inputs", "dangling",
-                     "misordered", "duplicate_names",
-                     "_data_outputs", "_control_outputs", "_out_types", "_in_types", "cache"):
+        other.nodes = list(graph_def.node)
+        for slot in ("names", "ops", "index", "_data_inputs", "_control_inputs", "_dangling",
+                     "_misordered", "duplicate_names", "_data_outputs", "_control_outputs",
+                     "_out_types", "_in_types", "cache"):
             setattr(other, slot, getattr(self, slot))
         other.functions = {f.signature.name: f for f in graph_def.library.function}
         return other
@@ -183,7 +213,7 @@ class GraphView:
             new_of[old] = new
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
-        other._nodes = list(graph_def.node)
+        other.nodes = list(graph_def.node)
         names = self.names
         other.names = [names[old] for old in kept]
         other.ops = [self.ops[old] for old in kept]
@@ -199,13 +229,13 @@ class GraphView:
         # Input lists without an entry (a quarter of a model's nodes are Consts; most nodes
         # have no control input) are shared rather than rebuilt: views never edit them.
         data_inputs = self.data_inputs
-        other.data_inputs = [[(new_of[src], port) for src, port in inputs] if inputs else inputs
-                             for inputs in [data_inputs[old] for old in kept]]
+        other._data_inputs = [[(new_of[src], port) for src, port in inputs] if inputs
+                              else inputs for inputs in [data_inputs[old] for old in kept]]
         control_inputs = self.control_inputs
-        other.control_inputs = [[new_of[src] for src in inputs] if inputs else inputs
-                                for inputs in [control_inputs[old] for old in kept]]
-        other.dangling = [(new_of[i], text) for i, text in self.dangling if new_of[i] >= 0]
-        other.misordered = [new_of[i] for i in self.misordered if new_of[i] >= 0]
+        other._control_inputs = [[new_of[src] for src in inputs] if inputs else inputs
+                                 for inputs in [control_inputs[old] for old in kept]]
+        other._dangling = [(new_of[i], text) for i, text in self.dangling if new_of[i] >= 0]
+        other._misordered = [new_of[i] for i in self.misordered if new_of[i] >= 0]
         other.functions = {f.signature.name: f for f in graph_def.library.function}
         other._data_outputs = None
         other._control_outputs = None
@@ -230,9 +260,6 @@ class GraphView:
             else:
                 other.cache[key] = ([new_of[i] for i in order if new_of[i] >= 0],
                                     [new_of[i] for i in remaining if new_of[i] >= 0])
-        absent = self.cache.get("absent_attrs")
-        if absent is not None:
-            other.cache["absent_attrs"] = absent  # no attr is absent from a superset only
         sizes = self.cache.get("const_bytes")
         if sizes is not None:
             other.cache["const_bytes"] = {new_of[old]: size for old, size in sizes.items()
@@ -240,13 +267,6 @@ class GraphView:
         return other
 
     # ----------------------------------------------------------------------------- lookups
-    @property
-    def nodes(self):
-        """The NodeDefs, in GraphDef order (a node is referred to by its index here)."""
-        if self._nodes is None:
-            self._nodes = list(self.graph_def.node)
-        return self._nodes
-
     def __len__(self):
         return len(self.ops)
 
@@ -262,45 +282,20 @@ class GraphView:
         order (the inputs as in :attr:`data_inputs`): for a view built from a GraphDef, the
         nodes with an input written with a port (known from the parse), else those with an input
         past port 0 (found by a scan)."""
+        data_inputs = self.data_inputs  # (the parse records the nodes with a port)
         ported = self.cache.get("ported")
         if ported is None:
-            ported = self.cache["ported"] = [i for i, inputs in enumerate(self.data_inputs)
+            ported = self.cache["ported"] = [i for i, inputs in enumerate(data_inputs)
                                              if any(port for _, port in inputs)]
-        data_inputs = self.data_inputs
         return [(i, data_inputs[i]) for i in ported]
 
     def const_bytes(self):
         """Node index → size in bytes of the value of every ``Const`` holding one
-        (:func:`~npu_adapter.graph.types.tensor_bytes`; cached, shared, read-only). A rebound
-        view shares it: passes do not change the shape or dtype of a Const's value."""
+        (:func:`~npu_adapter.graph.types.tensor_bytes`; cached, read-only)."""
         sizes = self.cache.get("const_bytes")
         if sizes is None:
             sizes = self.cache["const_bytes"] = _types.const_sizes(self.nodes, self.ops)
         return sizes
-
-    def record_absent_attrs(self, serialized, keys):
-        """Remember which of the attribute ``keys`` no node of the graph carries, from
-        ``serialized``, the graph's (or a superset's) serialized bytes: an attr map entry is
-        written there with its key as field 1 (tag, length, bytes), so a key whose field occurs
-        nowhere is on no node. One search in C per key instead of one attribute lookup per node
-        in every pass that looks for a rare attribute (see :meth:`may_carry_attr`). Shared by
-        rebound and subset views."""
-        self.cache["absent_attrs"] = frozenset(
-            key for key in keys if _serialized_map_key(key) not in serialized)
-
-    def may_carry_attr(self, key):
-        """False when no node of the graph carries attribute ``key`` (known from
-        :meth:`record_absent_attrs`); True when one may, or nobody recorded it: then look at the
-        nodes. A pass that writes ``key`` on the nodes of a graph it rebinds calls
-        :meth:`note_attr_written`."""
-        return key not in self.cache.get("absent_attrs", ())
-
-    def note_attr_written(self, *keys):
-        """The nodes may carry ``keys`` from now on (for this view and every view sharing its
-        cache; for the views of the graph before the write that only makes them look)."""
-        absent = self.cache.get("absent_attrs")
-        if absent and not absent.isdisjoint(keys):
-            self.cache["absent_attrs"] = absent.difference(keys)
 
     def __contains__(self, name):
         return name in self.index

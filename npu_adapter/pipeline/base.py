@@ -1,14 +1,14 @@
 """What a pass is: ``PassBase``, ``PassResult`` and the ``PassContext`` it runs in.
 
-A pass has a unique snake_case ``name``, typed options given to its constructor, and a
-``run(graph_def, ctx) -> PassResult`` that is deterministic and never mutates its input, with one
-exception: when ``ctx.may_edit(graph_def)`` says the running pipeline owns the input (an
-intermediate graph nobody else holds), the pass may edit it in place and return it, instead of
-editing a copy (see :meth:`PassContext.may_edit`). Dumps, timing and invariant checks are
-instruments around passes (``npu_adapter.pipeline.instruments``), never code inside them. State
-that later passes need travels in the GraphDef itself (node attributes such as ``_subgraphs``, as
-in the original TF Adapter), so every pass can run on its own on a GraphDef that carries those
-attributes."""
+The pass contract (docs/architecture.md, "The pass contract"): a pass is a pure function of
+(GraphDef, PassContext). It never mutates its input; it returns a new GraphDef, or the input
+object itself when it changes nothing. What a later pass needs travels in the graph (node
+attributes such as ``_npu_adapter_placement`` and the original's ``_subgraphs``), so every pass
+also runs on its own on any GraphDef that carries them. The context holds only read-only inputs.
+The one thing handed on besides the graph is its index (a ``GraphView``, see ``PassResult.view``),
+which a later pass would otherwise build again. Dumps, timing and invariant checks are
+instruments around passes (``npu_adapter.pipeline.instruments``), never code inside them.
+"""
 
 import collections
 import dataclasses
@@ -19,47 +19,47 @@ from npu_adapter.errors import GraphInvariantError
 __all__ = ["PassResult", "PassContext", "PassBase", "PassOption", "FACTS"]
 
 
-class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", "info"])):
+class PassResult(collections.namedtuple("PassResult", ["graph_def", "modified", "info",
+                                                       "view"])):
     """Result of one pass.
 
     Attributes:
-        graph_def: the output GraphDef (the input object itself when nothing changed, or when
-            the pass edited an input the pipeline owns, see ``PassContext.may_edit``). A new
-            graph belongs to the run from then on: the pass keeps no reference to it.
-        modified: True exactly when the output differs from the input (as it was before the
-            pass ran).
+        graph_def: the output GraphDef: a new one, or the input object itself when the pass
+            changed nothing. The pass keeps no reference to it.
+        modified: True exactly when the output differs from the input.
         info: small dict of artifacts for logs and reports (counts, tables). Later passes must
             never depend on it.
+        view: the index (:class:`~npu_adapter.graph.view.GraphView`) of ``graph_def`` that
+            the next pass gets instead of building it again, or None. A pass sets it when its
+            output has its input's structure (``view.rebind(out)``: it only annotated nodes);
+            for an output that is the input, the input's index is handed on.
     """
 
     __slots__ = ()
 
-    def __new__(cls, graph_def, modified, info=None):
-        return super().__new__(cls, graph_def, bool(modified), dict(info or {}))
+    def __new__(cls, graph_def, modified, info=None, view=None):
+        return super().__new__(cls, graph_def, bool(modified), dict(info or {}), view)
 
 
-def _entry_of(entries, graph_def):
-    """The value recorded for this very ``graph_def`` object in ``(graph, value)`` pairs."""
-    for known, value in entries:
-        if known is graph_def:
-            return value
-    return None
-
-
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class PassContext:
-    """Everything a pass may read besides the GraphDef. Passes treat it as read-only.
+    """The read-only inputs of a pass besides the GraphDef (frozen: it carries nothing from
+    one pass to the next).
 
     Attributes:
-        config: the ``NpuConfig`` of the session (or of ``rewrite``); None means defaults with an
-            ``NpuOptimizer`` entry present.
-        backend: the ``Backend`` instance the graph is partitioned for.
+        config: the ``NpuConfig`` of the session (or of ``rewrite``); None gives the defaults
+            with an ``NpuOptimizer`` entry present.
+        backend: the ``Backend`` instance the graph is partitioned for, or a backend name;
+            None gives the CPU reference.
         fetches: fetched tensor names of the run signature (``node:port``).
         targets: target op names of the run signature.
         feeds: fed tensor names of the run signature.
         graph_num: the ``<N>`` of the ``GeOp<N>_<k>`` names this rewrite creates. The original
             uses a process-wide counter; we take it from the caller so names are deterministic.
-        op_support: the op support list to use (None: ask the backend).
+        op_support: the op support list to use; None gives the backend's for ``config``.
+
+    The defaults are resolved when the context is made: ``config``, ``backend`` and
+    ``op_support`` are never None afterwards.
     """
 
     config: typing.Any = None
@@ -69,111 +69,21 @@ class PassContext:
     feeds: tuple = ()
     graph_num: int = 1
     op_support: typing.Any = None
-    _views: list = dataclasses.field(default_factory=list, repr=False, compare=False)
-    _facts: list = dataclasses.field(default_factory=list, repr=False, compare=False)
-    _owned: typing.Any = dataclasses.field(default=None, repr=False, compare=False)
 
-    def may_edit(self, graph_def):
-        """Whether the pass running now may edit ``graph_def``, its input, in place.
-
-        True only while a :class:`~npu_adapter.pipeline.manager.PassManager` runs a pass on a
-        graph the pipeline owns: one an earlier pass of the run made (or the caller handed over
-        as its own copy), which no instrument keeps. Such a graph is read by nobody after the
-        pass, so a pass that would copy it whole to change some attributes (a tenth of a second
-        at 100k nodes) edits it instead. A pass that edits in place returns the input object with
-        ``modified=True``, and calls :meth:`forget` first when its edit changes what a view or
-        a recorded fact says of the graph (node ops, names or inputs).
-        """
-        return self._owned is not None and self._owned is graph_def
-
-    def forget(self, graph_def):
-        """Drop the view and the facts recorded for ``graph_def`` (edited in place since)."""
-        self._views = [e for e in self._views if e[0] is not graph_def]
-        self._facts = [e for e in self._facts if e[0] is not graph_def]
-
-    def graph_view(self, graph_def):
-        """A :class:`~npu_adapter.graph.GraphView` of ``graph_def``, reused across passes.
-
-        Passes that only change attributes register a rebound view of their output
-        (:meth:`register_view`), so the next pass does not index the graph again.
-        """
-        view = _entry_of(self._views, graph_def)
-        if view is not None:
-            return view
-        from npu_adapter.graph.view import GraphView
-
-        view = GraphView(graph_def)
-        self.register_view(graph_def, view)
-        return view
-
-    def cached_view(self, graph_def):
-        """The registered view of ``graph_def``, or None (never builds one)."""
-        return _entry_of(self._views, graph_def)
-
-    def register_view(self, graph_def, view):
-        """Remember ``view`` as the view of ``graph_def`` (keeps the two most recent)."""
-        self._views = [(graph_def, view)] + [e for e in self._views if e[0] is not graph_def][:1]
-
-    def graph_facts(self, graph_def):
-        """A dict of facts about ``graph_def`` (this very object) that the pass which wrote it
-        recorded, for the next passes: ``"ops"``, the op type of every node in order,
-        ``"names"``, the name of every node in order, ``"body_names"``, function name → the
-        names of its body's nodes in order (for some functions of the library),
-        ``"scoped_functions"``, those of them whose body carries a ``subgraph_multi_dims_scope``
-        shape, and ``"annotation_free"``, True when no node or function body carries a
-        placement annotation (what ``finalize`` removes).
-        Empty for a graph nobody described; facts are only ever a shortcut for what the graph
-        itself says (keeps the three most recent graphs)."""
-        facts = self.known_facts(graph_def)
-        if facts is None:
-            facts = {}
-            self._facts = [(graph_def, facts)] + self._facts[:2]
-        return facts
-
-    def known_facts(self, graph_def):
-        """The facts recorded about ``graph_def``, or None (never records an empty entry)."""
-        return _entry_of(self._facts, graph_def)
-
-    def node_ops(self, graph_def):
-        """The op type of every node of ``graph_def``, in order: from the recorded facts or a
-        registered view when there is one, else read once from the NodeDefs and recorded."""
-        return self._node_fact(graph_def, "ops", "op")
-
-    def node_names(self, graph_def):
-        """The name of every node of ``graph_def``, in order (as :meth:`node_ops`)."""
-        return self._node_fact(graph_def, "names", "name")
-
-    def _node_fact(self, graph_def, fact, field):
-        """The fact ``fact`` (the view's list of the same name), each node's ``field``."""
-        facts = self.graph_facts(graph_def)
-        values = facts.get(fact)
-        if values is None:
-            view = self.cached_view(graph_def)
-            values = facts[fact] = getattr(view, fact) if view is not None \
-                else [getattr(node, field) for node in graph_def.node]
-        return values
-
-    def get_config(self):
-        """The NpuConfig, building a default one (NpuOptimizer present) when none was given."""
+    def __post_init__(self):
+        # (object.__setattr__: the one way to fill in a frozen dataclass's own fields.)
         if self.config is None:
             from npu_adapter.config import NpuConfig
 
-            self.config = NpuConfig.from_dict({})
-        return self.config
-
-    def get_backend(self):
-        """The Backend instance (the CPU reference when none was given)."""
+            object.__setattr__(self, "config", NpuConfig.from_dict({}))
         if self.backend is None or isinstance(self.backend, str):
             from npu_adapter.backends import get_backend
 
-            self.backend = get_backend(self.backend or "cpu")
-        return self.backend
-
-    def get_op_support(self):
-        """The op support list: an explicit one, else the backend's for this config."""
+            object.__setattr__(self, "backend", get_backend(self.backend or "cpu"))
         if self.op_support is None:
-            self.op_support = self.get_backend().op_support(self.get_config())
-        return self.op_support
+            object.__setattr__(self, "op_support", self.backend.op_support(self.config))
+        for name in ("fetches", "targets", "feeds"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +102,20 @@ class PassBase:
     Subclasses set ``name`` (unique, snake_case) and ``options`` (dict option name →
     :class:`PassOption`), and implement :meth:`run`. Construct with keyword options; unknown
     options and values of the wrong type raise ``ValueError`` showing a correct call.
+
+    The contract every pass follows (docs/architecture.md, "The pass contract"):
+
+    * ``run(graph_def, ctx, view)`` is a pure function of its arguments: it never mutates
+      ``graph_def`` (nor the context), and returns ``PassResult(out, modified, info)`` where
+      ``out`` is a new GraphDef, or ``graph_def`` itself when nothing changes.
+    * ``view`` is the index of ``graph_def`` (a :class:`~npu_adapter.graph.view.GraphView`:
+      names, op types, edges, dtypes), built from it or handed on by the previous pass. A pass
+      whose output only annotates its input returns ``PassResult(out, ..., view=view.rebind(out))``
+      so the next pass does not index 100k nodes again.
+    * What a later pass needs travels in ``out`` (node attributes, function bodies), never in
+      the context, in ``info`` or in a cache: a pass reads its input graph and nothing else
+      besides the context's read-only inputs.
+    * Same input, same context: byte-identical output.
     """
 
     name: typing.ClassVar[str] = ""
@@ -272,26 +196,38 @@ class PassBase:
     def ensures(self, graph_def, ctx):
         """Postcondition hook; raise GraphInvariantError when the output is wrong."""
 
-    def run(self, graph_def, ctx):  # pragma: no cover - abstract
-        """Rewrite ``graph_def`` (not mutating it unless ``ctx.may_edit(graph_def)``) and
-        return a :class:`PassResult`."""
+    def run(self, graph_def, ctx, view):  # pragma: no cover - abstract
+        """Rewrite ``graph_def`` (indexed by ``view``) without mutating it and return a
+        :class:`PassResult`."""
         raise NotImplementedError
 
-    def __call__(self, graph_def, ctx=None):
-        """Run the pass alone: requires → run → result type check → ensures."""
-        ctx = ctx if ctx is not None else PassContext()
-        if self.gated:
-            from npu_adapter.pipeline.graph_config import read_graph_config
+    def __call__(self, graph_def, ctx=None, view=None):
+        """Run the pass alone: gate → requires → run → result type check → ensures.
 
-            reason = read_graph_config(ctx.graph_view(graph_def), ctx.get_config()).skip_reason
+        ``view``: the index of ``graph_def`` when the caller has one (the pass manager hands on
+        the previous pass's ``PassResult.view``); None builds it.
+        """
+        ctx = ctx if ctx is not None else PassContext()
+        if view is not None and view.graph_def is not graph_def:
+            raise ValueError(f"pass {self.name!r} was given the index of another graph")
+        if view is None:
+            from npu_adapter.graph.view import GraphView
+
+            view = GraphView(graph_def)
+        if self.gated:
+            from npu_adapter.pipeline.graph_config import gate_reason
+
+            reason = gate_reason(view, ctx.config)
             if reason is not None:
-                return PassResult(graph_def, False, {"skipped": reason})
+                return PassResult(graph_def, False, {"skipped": reason}, view)
         self.requires(graph_def, ctx)
-        result = self.run(graph_def, ctx)
+        result = self.run(graph_def, ctx, view)
         if not isinstance(result, PassResult):
             raise TypeError(
                 f"pass {self.name!r} returned {type(result).__name__}; passes must return "
                 "PassResult(graph_def, modified, info)")
+        if result.view is None and result.graph_def is graph_def:
+            result = result._replace(view=view)  # an unchanged graph keeps its index
         self.ensures(result.graph_def, ctx)
         return result
 

@@ -235,9 +235,6 @@ class ProgressInstrument(PassInstrument):
         self.report = report
         self._start = None
 
-    def keeps(self, graph_def):
-        return False
-
     def before_pass(self, index, pass_, graph_def, ctx):
         self._start = time.perf_counter()
 

@@ -4,10 +4,17 @@ Two things decide how the original adapter treats a graph besides the session op
 (docs/original-adapter.md, 1 and 3): whether it touches the graph at all (gating), and graph-level
 settings stamped on nodes by ``set_graph_exec_config`` (``_graph_dynamic_input`` and friends), which
 override the session's dynamic options. :func:`read_graph_config` computes both from a GraphView and
-the NpuConfig; every pass that needs them calls it (it is linear and cheap), so no pass depends on
-another pass's info.
+the NpuConfig; every pass that needs them calls it on its own input, so no pass depends on another
+pass's info. :func:`gate_reason` is the gate alone, which every gated pass checks before it runs
+(``PassBase.gated``).
+
+Both start from what the user's node attributes say whatever the options (:func:`node_settings`:
+one walk over the nodes), kept in the view's cache: a view handed on with ``GraphView.rebind``
+indexes a graph whose passes only added their own annotations, so the walk is done once for the
+passes up to ``encapsulate``.
 """
 
+import collections
 import dataclasses
 
 from npu_adapter.errors import RewriteError
@@ -18,13 +25,10 @@ from npu_adapter.vocabulary import (
     NPU_OPTIMIZER_ATTR,
 )
 
-__all__ = ["GraphConfig", "read_graph_config", "gate_reason"]
+__all__ = ["GraphConfig", "NodeSettings", "read_graph_config", "gate_reason", "node_settings"]
 
 _GETNEXT_OPS = ("IteratorGetNext",)
 _RESTORE_OPS = ("Restore", "RestoreV2")
-# Attributes that gate the graph or override its dynamic options: when no node carries one,
-# the node walk needs the op types only (see GraphView.may_carry_attr).
-_GATE_AND_DYNAMIC_ATTRS = (NO_NEED_OPTIMIZE_ATTR, NPU_OPTIMIZER_ATTR, GRAPH_DYNAMIC_INPUT_ATTR)
 _DATA_FORMATS = ("NHWC", "NCHW", "NDHWC", "NCDHW", "DHWCN", "DHWNC", "ND")
 
 
@@ -90,15 +94,69 @@ class GraphConfig:
         return attrs
 
 
+class NodeSettings(collections.namedtuple("NodeSettings", [
+        "gate", "getnext_count", "restore", "data_format", "dynamic_node", "missing_mode_node",
+        "one_shot_node"])):
+    """What the node attributes of a graph say, whatever the options (node indices or None).
+
+    Attributes:
+        gate: the gate reason of the first node that gates the graph (``_NoNeedOptimize``,
+            ``_NpuOptimizer``), or None.
+        getnext_count: number of ``IteratorGetNext`` nodes.
+        restore: whether a ``Restore``/``RestoreV2`` node is present.
+        data_format: the first non-empty ``data_format`` attr ("" when none).
+        dynamic_node: the last node carrying set_graph_exec_config's pair of attributes.
+        missing_mode_node: the first node with ``_graph_dynamic_input`` but no mode.
+        one_shot_node: the first ``OneShotIterator``.
+    """
+
+    __slots__ = ()
+
+
+def node_settings(view):
+    """The :class:`NodeSettings` of the graph in ``view`` (one walk; kept in the view's cache,
+    which rebound views share: passes never write these attributes)."""
+    found = view.cache.get("node_settings")
+    if found is not None:
+        return found
+    gate = None
+    getnext_count = 0
+    restore = False
+    data_format = ""
+    dynamic_node = missing_mode_node = one_shot_node = None
+    for i, (node, op) in enumerate(zip(view.nodes, view.ops)):
+        attrs = node.attr
+        if gate is None:
+            gate = _node_gate(attrs)
+        if op in _GETNEXT_OPS:
+            getnext_count += 1
+        elif op in _RESTORE_OPS:
+            restore = True
+        elif op == "OneShotIterator" and one_shot_node is None:
+            one_shot_node = i
+        if not data_format and "data_format" in attrs:
+            data_format = attrs["data_format"].s.decode()
+        if GRAPH_DYNAMIC_INPUT_ATTR in attrs:
+            if GRAPH_DYNAMIC_MODE_ATTR not in attrs:
+                if missing_mode_node is None:
+                    missing_mode_node = i
+            else:
+                dynamic_node = i  # the last one wins, as in the original's GetGraphConfig loop
+    found = view.cache["node_settings"] = NodeSettings(
+        gate, getnext_count, restore, data_format, dynamic_node, missing_mode_node,
+        one_shot_node)
+    return found
+
+
 def gate_reason(view, config):
-    """Why the original adapter would leave this graph alone (None: it rewrites it)."""
+    """Why the original adapter would leave the graph in ``view`` alone (None: it rewrites it);
+    the ``skip_reason`` of :func:`read_graph_config`, without the rest."""
     reason = _config_gate(config)
     if reason is not None:
         return reason
-    for node in view.nodes:
-        reason = _node_gate(node.attr)
-        if reason is not None:
-            return reason
+    reason = node_settings(view).gate
+    if reason is not None:
+        return reason
     return _off_line_gate(config)
 
 
@@ -144,23 +202,6 @@ def _str_attr(node, key):
     return value.s.decode() if value is not None else ""
 
 
-def read_graph_config(view, config):
-    """The :class:`GraphConfig` of the graph in ``view`` under ``config`` (cached in the view).
-
-    Raises:
-        RewriteError: conditions the original rejects at partition time: lazy_recompile with
-            iterations_per_loop > 1 (InvalidArgument), a OneShotIterator with
-            iterations_per_loop != 1, or more than one IteratorGetNext with the dynamic-dims trio.
-    """
-    key = ("graph_config", id(config))
-    cached = view.cache.get(key)
-    if cached is not None and cached[0] is config:
-        return cached[1]
-    result = _compute_graph_config(view, config)
-    view.cache[key] = (config, result)
-    return result
-
-
 def _one_shot_error(name, iterations_per_loop):
     return RewriteError(
         f"OneShotIterator {name!r} cannot be used with iterations_per_loop="
@@ -168,82 +209,44 @@ def _one_shot_error(name, iterations_per_loop):
         "requires)", code="InvalidArgument", node=name)
 
 
-def _walk_ops(view, iterations_per_loop):
-    """The node walk of :func:`_compute_graph_config` for a graph none of whose nodes carries
-    an attribute of ``_GATE_AND_DYNAMIC_ATTRS``: ``(getnext_count, restore, data_format,
-    error)`` from the op types, and the attrs of the nodes up to the first data_format only.
-    Past the first OneShotIterator error nothing counts (the error is raised)."""
-    ops = view.ops
-    stop = len(ops)
-    error = None
-    if iterations_per_loop != 1 and "OneShotIterator" in view.op_types():
-        stop = ops.index("OneShotIterator")
-        error = _one_shot_error(view.names[stop], iterations_per_loop)
-    head = ops[:stop] if stop < len(ops) else ops
-    getnext_count = sum(head.count(op) for op in _GETNEXT_OPS)
-    restore = not view.op_types().isdisjoint(_RESTORE_OPS) and \
-        any(op in _RESTORE_OPS for op in head)
-    data_format = ""
-    if view.may_carry_attr("data_format"):
-        nodes = view.nodes
-        for i in range(stop):
-            value = nodes[i].attr.get("data_format")
-            if value is not None and value.s:
-                data_format = value.s.decode()
-                break
-    return getnext_count, restore, data_format, error
+def read_graph_config(view, config):
+    """The :class:`GraphConfig` of the graph in ``view`` under ``config``.
 
-
-def _compute_graph_config(view, config):
+    Raises:
+        RewriteError: conditions the original rejects at partition time: lazy_recompile with
+            iterations_per_loop > 1 (InvalidArgument), a OneShotIterator with
+            iterations_per_loop != 1, or more than one IteratorGetNext with the dynamic-dims trio.
+    """
     skip = _config_gate(config)
     if skip is not None:
         return GraphConfig(skip_reason=skip)
     from npu_adapter.config.parsers import parse_shape_range
 
     iterations_per_loop = getattr(config, "iterations_per_loop", 1)
-    data_format = ""
-    getnext_count = 0
-    restore = False
-    graph_dynamic = None
-    # One walk over the nodes for the gate (as gate_reason) and the graph options. An error
-    # found on the way is raised only once the graph is known not to be gated.
-    error = None
-    if not any(view.may_carry_attr(key) for key in _GATE_AND_DYNAMIC_ATTRS):
-        # No node can gate the graph or carry set_graph_exec_config: the walk reduces to the
-        # op types and the first data_format (the same result, without reading every node).
-        getnext_count, restore, data_format, error = _walk_ops(view, iterations_per_loop)
-    else:
-        for node, op in zip(view.nodes, view.ops):
-            attrs = node.attr
-            skip = _node_gate(attrs)
-            if skip is not None:
-                return GraphConfig(skip_reason=skip)
-            if error is not None:
-                continue
-            if op in _GETNEXT_OPS:
-                getnext_count += 1
-            elif op in _RESTORE_OPS:
-                restore = True
-            elif op == "OneShotIterator" and iterations_per_loop != 1:
-                error = _one_shot_error(node.name, iterations_per_loop)
-                continue
-            if not data_format and "data_format" in attrs:
-                data_format = attrs["data_format"].s.decode()
-            if GRAPH_DYNAMIC_INPUT_ATTR in attrs:
-                if GRAPH_DYNAMIC_MODE_ATTR not in attrs:
-                    error = RewriteError(
-                        f"node {node.name!r} has _graph_dynamic_input but no "
-                        "_graph_dynamic_graph_execute_mode; set both with set_graph_exec_config",
-                        code="InvalidArgument", node=node.name)
-                    continue
-                # Last node visited wins, as in the original's GetGraphConfig loop.
-                graph_dynamic = node
+    settings = node_settings(view)
+    if settings.gate is not None:
+        return GraphConfig(skip_reason=settings.gate)
     skip = _off_line_gate(config)
     if skip is not None:
         return GraphConfig(skip_reason=skip)
-    if error is not None:
-        raise error
-
+    # The first error in node order is raised (the original stops at it).
+    errors = []
+    if settings.one_shot_node is not None and iterations_per_loop != 1:
+        errors.append((settings.one_shot_node, 0, _one_shot_error(
+            view.names[settings.one_shot_node], iterations_per_loop)))
+    if settings.missing_mode_node is not None:
+        name = view.names[settings.missing_mode_node]
+        errors.append((settings.missing_mode_node, 1, RewriteError(
+            f"node {name!r} has _graph_dynamic_input but no "
+            "_graph_dynamic_graph_execute_mode; set both with set_graph_exec_config",
+            code="InvalidArgument", node=name)))
+    if errors:
+        raise min(errors, key=lambda e: e[:2])[2]
+    getnext_count = settings.getnext_count
+    restore = settings.restore
+    data_format = settings.data_format
+    graph_dynamic = view.nodes[settings.dynamic_node] if settings.dynamic_node is not None \
+        else None
     enable_dp = bool(getattr(config, "enable_data_pre_proc", False)) and getnext_count > 0
     train_graph = None
     recompute_mode = ""

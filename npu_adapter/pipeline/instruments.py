@@ -12,6 +12,9 @@ An instrument subclasses :class:`PassInstrument` and overrides any of its hooks.
 
 ``enter_pipeline(ctx)`` and ``exit_pipeline(ctx, ok)`` bracket the whole run; ``exit_pipeline`` is
 called for every instrument whose ``enter_pipeline`` ran, even when the pipeline fails.
+
+Instruments observe: they never change a graph, and they may keep any graph they are given
+(passes never mutate their input; docs/architecture.md, "The pass contract").
 """
 
 import os
@@ -27,7 +30,6 @@ __all__ = [
     "VerifyInstrument",
     "TimingInstrument",
     "InputUnchangedInstrument",
-    "FactsInstrument",
     "DumpInstrument",
     "CaptureInstrument",
     "SkipPassesInstrument",
@@ -54,29 +56,16 @@ class PassInstrument:
         """Called after ``pass_`` returned ``result`` for input ``graph_def``."""
 
     def on_error(self, index, pass_, graph_def, ctx, exc):
-        """Called when ``pass_`` failed on ``graph_def`` with ``exc``.
-
-        The graph may be half-edited when the pass was allowed to edit it in place
-        (``ctx.may_edit(graph_def)``): an instrument that needs the input intact keeps it
-        (:meth:`keeps`)."""
-
-    def keeps(self, graph_def):
-        """Whether this instrument holds ``graph_def`` (or needs it as it is) beyond the pass
-        about to run on it; then that pass must not edit it in place. True unless an
-        instrument says otherwise, so an instrument written without this in mind stays
-        correct."""
-        return True
+        """Called when ``pass_`` failed on ``graph_def`` with ``exc``."""
 
 
 class VerifyInstrument(PassInstrument):
-    """Checks graph invariants (``verify_graph``) on the input and after every pass."""
+    """Checks graph invariants (``verify_graph``) on the input and after every pass, and that
+    the index a pass hands on (``PassResult.view``) is the index of its output."""
 
     def __init__(self, check_input=True):
         self.check_input = check_input
         self._checked_input = False
-
-    def keeps(self, graph_def):
-        return False  # reads each graph when it gets it
 
     def enter_pipeline(self, ctx):
         self._checked_input = False  # check the input of every run, also when reused
@@ -95,6 +84,30 @@ class VerifyInstrument(PassInstrument):
             if violations:
                 raise GraphInvariantError([str(v) for v in violations],
                                           context=f"output of pass {pass_.name!r}")
+        if result.view is not None and _index_differs(result.view, result.graph_def):
+            raise GraphInvariantError(
+                [f"pass {pass_.name!r} handed on an index that is not its output's"],
+                context="index check")
+
+
+def _index_differs(view, graph_def):
+    """Whether ``view`` is not an index of ``graph_def`` (compared with a fresh one)."""
+    from npu_adapter.graph.view import GraphView
+
+    if view.graph_def is not graph_def:
+        return True
+    fresh = GraphView(graph_def)
+    if any(getattr(view, key) != getattr(fresh, key)
+           for key in ("names", "ops", "data_inputs", "control_inputs", "nodes")):
+        return True
+    # (A rebound index shares what was worked out so far: the dtypes and the graph's
+    # settings must still hold.)
+    if "node_settings" in view.cache:
+        from npu_adapter.pipeline.graph_config import node_settings
+
+        if view.cache["node_settings"] != node_settings(fresh):
+            return True
+    return any(view.output_types(i) != fresh.output_types(i) for i in range(len(fresh)))
 
 
 class TimingInstrument(PassInstrument):
@@ -103,9 +116,6 @@ class TimingInstrument(PassInstrument):
     def __init__(self):
         self.timings = []
         self._start = None
-
-    def keeps(self, graph_def):
-        return False
 
     def before_pass(self, index, pass_, graph_def, ctx):
         self._start = time.perf_counter()
@@ -119,21 +129,18 @@ class TimingInstrument(PassInstrument):
 
 
 class InputUnchangedInstrument(PassInstrument):
-    """Fails a pass that mutated an input GraphDef it was not allowed to edit
-    (``PassContext.may_edit``), or that misreported ``modified`` (compares deterministic
-    serialisations of the input before the pass and of its output)."""
+    """Fails a pass that mutated its input GraphDef, or that misreported ``modified``
+    (compares deterministic serialisations of the input before the pass, of the input after
+    it and of its output)."""
 
     def __init__(self):
         self._before = None
-
-    def keeps(self, graph_def):
-        return False  # it keeps a serialisation, which the pass cannot touch
 
     def before_pass(self, index, pass_, graph_def, ctx):
         self._before = to_bytes(graph_def)
 
     def after_pass(self, index, pass_, graph_def, result, ctx):
-        if not ctx.may_edit(graph_def) and to_bytes(graph_def) != self._before:
+        if to_bytes(graph_def) != self._before:
             raise GraphInvariantError(
                 [f"pass {pass_.name!r} modified its input GraphDef in place"],
                 context="input-unchanged check")
@@ -143,43 +150,6 @@ class InputUnchangedInstrument(PassInstrument):
                 "modified=False but its output differs"
             raise GraphInvariantError([f"pass {pass_.name!r} reported {said}"],
                                       context="modified-flag check")
-
-
-class FactsInstrument(PassInstrument):
-    """Fails a pass whose recorded facts about its output (``PassContext.graph_facts``)
-    disagree with the output graph itself: facts are shortcuts, never a second truth."""
-
-    def keeps(self, graph_def):
-        return False
-
-    def after_pass(self, index, pass_, graph_def, result, ctx):
-        from npu_adapter.vocabulary import PLACEMENT_ATTR, SUBGRAPH_MULTI_DIMS_SHAPE_ATTR
-
-        facts = ctx.known_facts(result.graph_def) or {}
-        out = result.graph_def
-        wrong = []
-        if "ops" in facts and list(facts["ops"]) != [node.op for node in out.node]:
-            wrong.append("ops")
-        if "names" in facts and list(facts["names"]) != [node.name for node in out.node]:
-            wrong.append("names")
-        if "body_names" in facts:
-            functions = {f.signature.name: f for f in out.library.function}
-            for fname, names in facts["body_names"].items():
-                fdef = functions.get(fname)
-                if fdef is None or list(names) != [node.name for node in fdef.node_def]:
-                    wrong.append(f"body_names of {fname}")
-                elif "scoped_functions" in facts and (fname in facts["scoped_functions"]) != any(
-                        SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in node.attr for node in fdef.node_def):
-                    wrong.append(f"scoped_functions: {fname}")
-        if facts.get("annotation_free") and (
-                any(PLACEMENT_ATTR in node.attr for node in out.node)
-                or any(PLACEMENT_ATTR in node.attr for f in out.library.function
-                       for node in f.node_def)):
-            wrong.append("annotation_free")
-        if wrong:
-            raise GraphInvariantError(
-                [f"pass {pass_.name!r} recorded facts its output contradicts: "
-                 + ", ".join(wrong)], context="graph-facts check")
 
 
 class DumpInstrument(PassInstrument):
@@ -230,10 +200,6 @@ class CaptureInstrument(PassInstrument):
         self.stage = stage
         self.graphs = {}
 
-    def keeps(self, graph_def):
-        # An output captured ("after") becomes the next pass's input: kept too.
-        return any(g is graph_def for g in self.graphs.values())
-
     def before_pass(self, index, pass_, graph_def, ctx):
         if self.stage == "before" and pass_.name in self.pass_names:
             self.graphs[pass_.name] = graph_def
@@ -248,9 +214,6 @@ class SkipPassesInstrument(PassInstrument):
 
     def __init__(self, names):
         self.names = frozenset(names)
-
-    def keeps(self, graph_def):
-        return False
 
     def should_run(self, index, pass_, graph_def, ctx):
         return pass_.name not in self.names

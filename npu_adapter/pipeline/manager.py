@@ -65,20 +65,18 @@ class PassManager:
 
     __str__ = pipeline_text
 
-    def run(self, graph_def, ctx=None, *, owned=False):
-        """Run every pass in order; returns a :class:`PipelineResult`.
+    def run(self, graph_def, ctx=None, view=None):
+        """Run every pass in order, each on the previous one's output; returns a
+        :class:`PipelineResult`. ``graph_def`` is never modified (the pass contract).
 
-        ``owned``: the caller hands ``graph_def`` over (a copy of its own that it will not read
-        again), so the first pass may edit it in place. The graphs the passes make are owned by
-        the run; a pass may edit an owned input unless an instrument keeps it
-        (:meth:`PassInstrument.keeps`, see :meth:`PassContext.may_edit`).
+        ``view``: the index of ``graph_def`` when the caller has one. Each pass gets the index
+        its predecessor handed on (``PassResult.view``), or builds its own.
         """
         ctx = ctx if ctx is not None else PassContext()
         entered = []
         ok = False
         results = []
         current = graph_def
-        current_owned = bool(owned)
         try:
             for inst in self.instruments:
                 inst.enter_pipeline(ctx)
@@ -90,10 +88,7 @@ class PassManager:
                 try:
                     for inst in self.instruments:
                         inst.before_pass(index, pass_, current, ctx)
-                    # Decided after before_pass: an instrument may have just kept the input.
-                    ctx._owned = current if current_owned and not any(
-                        inst.keeps(current) for inst in self.instruments) else None
-                    result = pass_(current, ctx)
+                    result = pass_(current, ctx, view)
                     for inst in self.instruments:
                         inst.after_pass(index, pass_, current, result, ctx)
                 except Exception as exc:
@@ -110,17 +105,10 @@ class PassManager:
                         raise
                     raise PassError(pass_.name, previous, exc) from exc
                 results.append((pass_.name, result))
-                # A new graph from the pass belongs to the run; the same object stays as owned
-                # as it was (unchanged, or edited in place).
-                if result.graph_def is not current:
-                    current_owned = True
-                current = result.graph_def
-                ctx._owned = None
+                current, view = result.graph_def, result.view
             ok = True
         finally:
-            ctx._owned = None
             for inst in entered:
                 inst.exit_pipeline(ctx, ok)
         modified = any(r.modified for _, r in results)
         return PipelineResult(current, modified, results)
-

@@ -62,7 +62,7 @@ def graph_pass(name, options=None):
     """
 
     def wrap(fn):
-        def run(self, graph_def, ctx):
+        def run(self, graph_def, ctx, view):
             out = fn(graph_def, ctx, **self.option_values)
             if isinstance(out, PassResult):
                 return out

@@ -29,8 +29,8 @@ from npu_adapter.vocabulary import (
     PRECISION_CAST_MARK,
 )
 
-__all__ = ["ClusterInfo", "PlacementParts", "RewriteResult", "clusters_from_graph",
-           "placement_from_graph", "placement_from_view"]
+__all__ = ["ClusterInfo", "RewriteResult", "clusters_from_graph", "placement_from_graph"]
+
 
 @dataclasses.dataclass(frozen=True)
 class ClusterInfo:
@@ -126,21 +126,11 @@ def _parse_gear(text):
     return tuple(entries)
 
 
-def clusters_from_graph(graph_def, ops=None, body_names=None):
-    """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order).
-
-    ``ops``, the op type of every node (``PassContext.node_ops``), spares reading the NodeDefs
-    of the nodes that cannot be cluster nodes; ``body_names``, function name → the names of its
-    body's nodes (the ``"body_names"`` fact), spares reading the bodies.
-    """
+def clusters_from_graph(graph_def):
+    """The :class:`ClusterInfo` of every cluster node of ``graph_def`` (GraphDef order)."""
     functions = {f.signature.name: f for f in graph_def.library.function}
     found = []
-    if ops is None:
-        candidates = graph_def.node
-    else:
-        nodes = graph_def.node
-        candidates = [nodes[i] for i, op in enumerate(ops) if op in CLUSTER_NODE_OPS]
-    for node in candidates:
+    for node in graph_def.node:
         if not _is_cluster_node(node):
             continue
         fname = _function_of(node)
@@ -150,11 +140,8 @@ def clusters_from_graph(graph_def, ops=None, body_names=None):
             # those of each gear's copy (insert_gears names them <function>_gear_<g>).
             fdef = functions.get(f"{fname}_gear_0", fdef)
         members = ()
-        known = body_names.get(fdef.signature.name) if body_names and fdef is not None \
-            else None
         if fdef is not None:
-            # Each name read once (or not at all when known).
-            names = known if known is not None else [n.name for n in fdef.node_def]
+            names = [n.name for n in fdef.node_def]  # (each name read once)
             members = tuple(name for name in names if not name.endswith(COPIED_CONST_SUFFIX)
                             and PRECISION_CAST_MARK not in name)
         attrs = node.attr
@@ -199,74 +186,6 @@ def _entry(device, cluster, reason, executes=None, copied_into=None):
     if copied_into:
         entry["copied_into"] = list(copied_into)
     return entry
-
-
-def placement_from_view(view, default_reason="not_rewritten"):
-    """Placement of every node of a clustered (pre-``encapsulate``) graph from the placements
-    and cluster names the ``cluster`` pass left in ``view``'s cache; None when they are not
-    there (then parse the attributes with :func:`placement_from_graph`)."""
-    parts = PlacementParts.from_view(view, default_reason)
-    return parts.build() if parts is not None else None
-
-
-class PlacementParts:
-    """What :func:`placement_from_view` builds its dict from, taken from the view without
-    building it: the node names and the lists and dicts the passes left in the view's cache
-    (shared, not copied), and the nodes with a ``keep_dtype`` mark (the only part that reads
-    the NodeDefs, so it is taken now: the graph is not kept). :meth:`build` makes the dict.
-
-    A result holds these instead of the dict until its ``placement`` is read (a session never
-    reads it): at 100k nodes the dict of per-node dicts costs about a tenth of a second and
-    several times the memory of its parts.
-    """
-
-    __slots__ = ("names", "reasons", "cluster_of", "outside", "copies", "keep",
-                 "default_reason")
-
-    @classmethod
-    def from_view(cls, view, default_reason="not_rewritten"):
-        """The parts for ``view`` (a clustered, pre-``encapsulate`` graph), or None when its
-        cache does not hold the cluster pass's placements."""
-        graph_def = view.graph_def
-        placements = view.cache.get(("placements", id(graph_def)))
-        clusters = view.cache.get(("clusters", id(graph_def)))
-        if placements is None or clusters is None or placements[0] is not graph_def \
-                or clusters[0] is not graph_def:
-            return None
-        parts = cls()
-        parts.names = view.names
-        parts.reasons = placements[2]
-        parts.cluster_of = clusters[1]
-        parts.outside, parts.copies = (clusters[2], clusters[3]) if len(clusters) == 4 \
-            else ({}, {})
-        parts.keep = [i for i, node in enumerate(view.nodes) if KEEP_DTYPE_ATTR in node.attr] \
-            if view.may_carry_attr(KEEP_DTYPE_ATTR) else []
-        parts.default_reason = default_reason
-        return parts
-
-    def build(self):
-        """The placement dict (see ``RewriteResult.placement``)."""
-        names = self.cluster_of
-        outside, copies = self.outside, self.copies
-        special = set(outside) | set(copies)  # entries with what runs where, besides placement
-        cluster_of = names.get
-        reason_of = self.reasons.get
-        default_reason = self.default_reason
-        keep = set(self.keep)
-        result = {}
-        for i, name in enumerate(self.names):
-            cluster = cluster_of(i)
-            device = DEVICE_NPU if cluster is not None else DEVICE_HOST
-            if special and i in special:
-                entry = _entry(device, cluster, reason_of(i, default_reason), outside.get(i),
-                               copies.get(i))
-            else:
-                entry = {"device": device, "cluster": cluster,
-                         "reason": reason_of(i, default_reason), "executes": device}
-            if keep and i in keep:
-                entry["keep_dtype"] = True
-            result[name] = entry
-        return result
 
 
 def placement_from_graph(graph_def, original_names, default_reason="not_rewritten"):
@@ -356,10 +275,11 @@ class RewriteResult:
     pass_info: dict = dataclasses.field(default_factory=dict)
     aliases: dict = dataclasses.field(default_factory=dict)
 
-    def with_lazy_placement(self, parts):
-        """Build ``placement`` from ``parts`` (a :class:`PlacementParts`) when it is first
-        read, instead of now. Returns ``self``."""
-        return self._build_on_read("placement", parts.build)
+    def with_lazy_placement(self, build):
+        """Build ``placement`` by calling ``build()`` when it is first read, instead of now (a
+        100k-node graph's dict of per-node dicts costs a tenth of a second, and sessions never
+        read it). Returns ``self``."""
+        return self._build_on_read("placement", build)
 
     def with_lazy_op_map(self, build):
         """Build ``op_map`` by calling ``build()`` when it is first read, instead of now (a

@@ -19,6 +19,8 @@ def _init(session, tf_class, target, graph, config):
         tf_class.__init__(session, target, graph, config)
         return
     npu_config = hooks.npu_options(config)  # checked before any session exists
+    if graph is not None and not isinstance(graph, tf.Graph):
+        npu_config = None  # TensorFlow's own error follows
     runner = hooks.new_runner(npu_config, target, graph, config) \
         if npu_config is not None else None
     try:

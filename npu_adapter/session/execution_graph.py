@@ -12,9 +12,10 @@ The user's graph is never modified (``sess.graph`` is still it, and a ``.meta``,
   bound to the mirror's tensors.
 
 A state owner whose ``shared_name`` is empty keeps a state private to its kernel; copies of it
-(the changed part of a rewrite may hold one) would then each start a state of their own. So every
-graph entering the execution graph names such state after its user node
-(:func:`name_private_state`): one state per session, as the user's graph has.
+(the changed part of a rewrite may hold one) would then each start a state of their own. So the
+user's graph is read with such state named after its node
+(:func:`npu_adapter.graph.state.name_private_state`): one state per session, as the user's graph
+has.
 
 An execution graph lives as long as its user graph (a weak reference) and is shared by every NPU
 session on it, with the signatures installed in it (:mod:`npu_adapter.session.signatures`) and
@@ -27,7 +28,6 @@ import weakref
 
 import tensorflow as tf
 
-from npu_adapter.backends.cpu import is_state_owner
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.names import parse_input
 from npu_adapter.graph.payload import PAYLOAD_ATTR, strip_payloads
@@ -37,20 +37,15 @@ from npu_adapter.graph.splice import (
     plan_splice,
     splice_into_graph,
 )
-from npu_adapter.graph.types import called_functions, may_reference_functions, op_def_for
+from npu_adapter.graph.state import name_private_state
+from npu_adapter.graph.types import called_functions, may_reference_functions
 from npu_adapter.session.reuse import SessionPool, stateful_op_type
 
-__all__ = ["ExecutionGraph", "Installed", "UserGraph", "note_graph_changed",
-           "name_private_state"]
+__all__ = ["ExecutionGraph", "Installed", "UserGraph", "note_graph_changed"]
 
 _GRAPHS = weakref.WeakKeyDictionary()   # user tf.Graph -> ExecutionGraph
 _GENERATIONS = weakref.WeakKeyDictionary()  # user tf.Graph -> attribute-change generation
 _LOCK = threading.Lock()
-# Left as they are: a VarHandleOp with an empty shared_name names the resource "" (not its
-# node); a OneShotIterator refuses a shared_name.
-_KEEP_SHARED_NAME = frozenset({"VarHandleOp", "OneShotIterator"})
-
-
 def note_graph_changed(graph):
     """Tell the execution graph of ``graph`` that an attribute of an existing op was set
     (TensorFlow does not bump the graph version for that), so the next signature reads the graph
@@ -58,18 +53,6 @@ def note_graph_changed(graph):
     ...) call it."""
     with _LOCK:
         _GENERATIONS[graph] = _GENERATIONS.get(graph, 0) + 1
-
-
-def name_private_state(nodes):
-    """Give every state owner among ``nodes`` (NodeDefs, edited in place) whose ``shared_name``
-    is empty the name of its node as ``shared_name``, so that every copy of it finds the same
-    state in the session (see the module docstring)."""
-    for node in nodes:
-        if node.op in _KEEP_SHARED_NAME or "shared_name" not in node.attr \
-                or node.attr["shared_name"].s:
-            continue
-        if is_state_owner(op_def_for(node.op)):
-            node.attr["shared_name"].s = node.name.encode()
 
 
 def _light(graph_def):

@@ -61,8 +61,9 @@ def npu_init(self, target="", graph=None, config=None):
     the runner, then TensorFlow's session on the user's graph."""
     from npu_adapter.session.classes import PlainSession
 
-    npu_config = None if isinstance(self, PlainSession) else npu_options(config)
-    if npu_config is None:
+    npu_config = None if isinstance(self, PlainSession) or \
+        (graph is not None and not isinstance(graph, tf.Graph)) else npu_options(config)
+    if npu_config is None:  # (a graph that is no tf.Graph: TensorFlow's own error)
         # In a rank of a multi-rank job every session runs on the rank's TensorFlow server, so
         # the collectives (HCCL ops) of any session reach the other ranks, as every session of
         # the original's process reaches HCCL; elsewhere the arguments stay as they are.

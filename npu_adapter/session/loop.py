@@ -52,7 +52,7 @@ def loop_target(op_names, config):
 def _stays_outside(node):
     if node.op in _INPUT_OPS or FED_TENSOR_ATTR in node.attr:
         return True
-    from npu_adapter.backends.cpu import is_state_owner
+    from npu_adapter.graph.state import is_state_owner
 
     return is_state_owner(op_def_for(node.op))
 

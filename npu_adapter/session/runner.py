@@ -140,6 +140,44 @@ def _user_error(error, user_graph):
     return type(error)(error.node_def, op, message)
 
 
+def _maps(result, names):
+    """Where the signature ``names`` is in ``result``'s graph: its fetches and targets under the
+    user's names (the rewrite keeps them valid: ``RewriteResult.aliases``), its feeds where the
+    fed tensors stand."""
+    present = {node.name for node in result.graph_def.node}
+
+    def tensor(name):
+        return name if name.rpartition(":")[0] in present else result.tensor_map[name]
+
+    return {"fetches": {t: tensor(t) for t in names.tensors},
+            "targets": {o: o if o in present else result.op_map[o] for o in names.ops},
+            "feeds": {f: result.feed_map.get(f, f) for f in names.feeds}}
+
+
+def _add_cluster_stats(run_metadata, result):
+    """Name in a traced run's step stats the clusters it executed, as a profile of the
+    original shows its GeOps: one entry per cluster whose members ran (from the first member's
+    start to the last one's end), unless the cluster ran as a node of its own."""
+    membership = result.membership()
+    owner = {member: cluster for cluster, members in membership.items() for member in members}
+    for device in run_metadata.step_stats.dev_stats:
+        names = {n.node_name for n in device.node_stats}
+        spans = {}
+        for node in device.node_stats:
+            cluster = owner.get(node.node_name)
+            if cluster is None or cluster in names:
+                continue
+            start = node.all_start_micros
+            end = start + node.all_end_rel_micros
+            first, last = spans.get(cluster, (start, end))
+            spans[cluster] = (min(first, start), max(last, end))
+        for cluster, (start, end) in sorted(spans.items()):
+            stats = device.node_stats.add(node_name=cluster, all_start_micros=start,
+                                          all_end_rel_micros=end - start,
+                                          op_end_rel_micros=end - start)
+            stats.timeline_label = f"{cluster} = GeOp()"
+
+
 def _inner_config(config):
     """The ``ConfigProto`` of the runner's TensorFlow session: the user's, with Grappler on
     graphs of any size unless the user chose ``min_graph_nodes``. Grappler skips graphs under 4
@@ -158,23 +196,30 @@ class _Plan:
     """How to run one fetch structure with one set of feed keys.
 
     Attributes:
-        fetches: the user's fetch structure.
+        mapper: TensorFlow's fetch mapper of the user's fetch structure.
         signature: its :class:`~npu_adapter.session.signatures.Signature`.
         program: the runtime's ``Program`` when the fed shapes select a variant, else None.
-        fed_names: the fed tensor names in ``feed_dict`` order (None with composite keys).
-        mapped: Installed → the fetch structure moved onto it (one per variant used).
+        fed_names: the fed tensor names in ``feed_dict`` order (None when a key is a tuple or a
+            composite tensor: such feeds are moved key by key at each run).
+        mapped: Installed → the fetched elements moved onto it (one per variant used).
         system_op: ``"NPUInit"``/``"NPUShutdown"`` when the run executes one.
     """
 
-    __slots__ = ("fetches", "signature", "program", "fed_names", "mapped", "system_op")
+    __slots__ = ("mapper", "signature", "program", "fed_names", "mapped", "system_op")
 
-    def __init__(self, fetches, signature, program, fed_names, system_op):
-        self.fetches = fetches
+    def __init__(self, mapper, signature, program, fed_names, system_op):
+        self.mapper = mapper
         self.signature = signature
         self.program = program
         self.fed_names = fed_names
         self.mapped = {}
         self.system_op = system_op
+
+
+def _moved(elements, installed):
+    """``elements`` (tensors and operations of the user's graph) as installed."""
+    return [installed.tensors[e.name] if isinstance(e, tf.Tensor) else installed.ops[e.name]
+            for e in elements]
 
 
 class SessionRunner:
@@ -248,36 +293,39 @@ class SessionRunner:
             installed = self._variant(plan.signature, selection.variant)
         mapped = plan.mapped.get(installed)
         if mapped is None:
-            mapped = plan.mapped[installed] = fetch_rules.map_fetches(
-                self.user_graph, plan.fetches, installed.tensors, installed.ops)
+            mapped = plan.mapped[installed] = _moved(plan.mapper.unique_fetches(), installed)
         if feed_dict:
             if plan.fed_names is not None:
                 feeds = installed.feeds
                 feed_dict = {feeds[name]: value
                              for name, value in zip(plan.fed_names, feed_dict.values())}
             else:
-                feed_dict = fetch_rules.map_feeds(self.user_graph, feed_dict, installed.feeds)
+                feed_dict = fetch_rules.map_feeds(
+                    self.user_graph, fetch_rules.flat_feeds(feed_dict), installed.feeds)
         profiling = self.profiler.settings() is not None
         if profiling:
             options, run_metadata = _traced(options, run_metadata)
+        inner = self._inner_session()
         try:
-            if selection is not None and selection.timed:  # the runtime measures its variants
-                start = time.perf_counter()
-                values = _tf_run(self._inner_session(), mapped, feed_dict, options,
-                                 run_metadata)
-                plan.program.ran(selection, time.perf_counter() - start)
+            start = time.perf_counter()
+            if len(mapped) == 1:  # TensorFlow's fetch handling costs less for one element
+                values = [_tf_run(inner, mapped[0], feed_dict, options, run_metadata)]
             else:
-                values = _tf_run(self._inner_session(), mapped, feed_dict, options,
-                                 run_metadata)
+                values = _tf_run(inner, mapped, feed_dict, options, run_metadata)
+            if selection is not None and selection.timed:  # the runtime measures its variants
+                plan.program.ran(selection, time.perf_counter() - start)
         except tf.errors.OpError as error:
-            raise _user_error(error, self.user_graph) from None
+            raise _user_error(error, self.user_graph).with_traceback(
+                error.__traceback__) from None
         if run_metadata is not None:
             _user_names(run_metadata)
         if profiling:
             self.profiler.after_run(run_metadata, iterations=plan.signature.iterations)
+        if run_metadata is not None and plan.signature.result is not None:
+            _add_cluster_stats(run_metadata, plan.signature.result)
         if plan.system_op is not None:
             self._system_op_ran(plan.system_op)
-        return values
+        return plan.mapper.build_results(values)
 
     def _run_config(self):
         """The options this run is rewritten under (the low-precision phase of
@@ -293,30 +341,32 @@ class SessionRunner:
         if self.user_graph.version == 0:
             raise RuntimeError("The Session graph is empty. Add operations to the graph "
                                "before calling run().")
-        elements = fetch_rules.fetch_elements(self.user_graph, fetches)
-        keys = list(feed_dict or ())
-        fed = fetch_rules.feed_elements(self.user_graph, keys)
+        mapper = fetch_rules.fetch_mapper(self.user_graph, fetches)
+        elements = mapper.unique_fetches()
+        items = fetch_rules.flat_feeds(feed_dict or {})
+        fed = fetch_rules.feed_elements(self.user_graph, items)
         if not elements:
             return None
         signature = self._signature(signature_names(elements, fed), config)
         program = self._program(signature) if signature.iterations == 1 else None
         if program is not None and not program.needs_shapes:
             program = None
-        simple = len(fed) == len(keys)  # no composite key
-        return _Plan(fetches, signature, program, [t.name for t in fed] if simple else None,
+        simple = len(items) == len(feed_dict or ()) == len(fed)  # no tuple or composite key
+        return _Plan(mapper, signature, program, [t.name for t in fed] if simple else None,
                      _system_op(elements))
 
     def _selection(self, plan, feed_dict):
-        """The runtime's :class:`~npu_adapter.backends.runtime.Selection` for the fed shapes."""
+        """The runtime's :class:`~npu_adapter.backends.runtime.Selection` for the fed shapes
+        (composite keys are no gear inputs: their components are not looked at)."""
         shapes = {}
         if feed_dict:
             if plan.fed_names is not None:
-                shapes = {name: fetch_rules.shape_of(value)
-                          for name, value in zip(plan.fed_names, feed_dict.values())}
+                pairs = zip(plan.fed_names, feed_dict.values())
             else:
-                for tensor, value in zip(fetch_rules.feed_elements(self.user_graph, feed_dict),
-                                         feed_dict.values()):
-                    shapes[tensor.name] = fetch_rules.shape_of(value)
+                pairs = ((self.user_graph.as_graph_element(key).name, value)
+                         for key, value in fetch_rules.flat_feeds(feed_dict)
+                         if isinstance(key, (tf.Tensor, str)))
+            shapes = {name: fetch_rules.shape_of(value) for name, value in pairs}
         return plan.program.select(shapes)
 
     def _system_op_ran(self, op_type):
@@ -388,9 +438,7 @@ class SessionRunner:
         except RewriteError as exc:
             error_cls = _TF_ERRORS.get(exc.code, tf.errors.InvalidArgumentError)
             raise error_cls(None, None, str(exc)) from exc
-        maps = {"fetches": {t: result.tensor_map.get(t, t) for t in names.tensors},
-                "targets": {o: result.op_map.get(o, o) for o in names.ops},
-                "feeds": {f: result.feed_map.get(f, f) for f in names.feeds}}
+        maps = _maps(result, names)
         if loop_target(names.ops, config) is not None:
             iterations = int(config.iterations_per_loop)
             installed = install_loop(execution_graph, self._instrumented(result.graph_def),
@@ -408,7 +456,7 @@ class SessionRunner:
         if self.dump is None and self.backend.inlines_calls_at_install:
             clusters = {c.name for c in result.clusters}
             graph_def = inline_calls(graph_def, lambda call, fdef: call.name in clusters,
-                                     body_names=True).graph_def
+                                     body_names=True, direct_results=True).graph_def
         return graph_def
 
     def _instrumented(self, graph_def):
@@ -434,12 +482,7 @@ class SessionRunner:
             program = self._program(signature)
             result = signature.result
             graph_def = self._installable(program.variant_graph(variant.key), result)
-            names = signature.names
-            return self.execution_graph.install(
-                graph_def,
-                fetches={t: result.tensor_map.get(t, t) for t in names.tensors},
-                targets={o: result.op_map.get(o, o) for o in names.ops},
-                feeds={f: result.feed_map.get(f, f) for f in names.feeds})
+            return self.execution_graph.install(graph_def, **_maps(result, signature.names))
 
         return signature.variant(variant.key, install)
 
@@ -460,12 +503,17 @@ class SessionRunner:
             return call
         if self.closed:  # TensorFlow's callable of a closed session, as a plain one makes
             return _tf_method("make_callable")(session, fetches, None, accept_options)
-        elements = fetch_rules.fetch_elements(self.user_graph, fetches)
+        mapper = fetch_rules.fetch_mapper(self.user_graph, fetches)
+        elements = mapper.unique_fetches()
         installed = self._signature(signature_names(elements, []), self.config).installed
-        mapped = fetch_rules.map_fetches(self.user_graph, fetches, installed.tensors,
-                                         installed.ops)
         self._reusable = False  # TensorFlow keeps the callable in its session until it closes
-        return _tf_method("make_callable")(self._inner_session(), mapped, None, accept_options)
+        inner = _tf_method("make_callable")(self._inner_session(), _moved(elements, installed),
+                                            None, accept_options)
+
+        def call(*args, **kwargs):
+            return mapper.build_results(inner(*args, **kwargs))
+
+        return call
 
     def make_callable_from_options(self, callable_options):
         """The Keras backend's entry: the names in ``callable_options`` are the user's."""
@@ -508,23 +556,27 @@ class SessionRunner:
         if self.closed:
             raise RuntimeError("Attempted to use a closed Session.")
         nodes = self._user_nodes()
-        mapped = fetch_rules.map_fetches(self.user_graph, fetches, nodes.tensors, nodes.ops)
+        elements = fetch_rules.fetch_mapper(self.user_graph, fetches).unique_fetches()
         if feeds is not None:
-            single = not isinstance(feeds, (list, tuple))
-            fed = fetch_rules.feed_elements(self.user_graph, [feeds] if single else feeds)
+            keys = [feeds] if not isinstance(feeds, (list, tuple)) else feeds
+            fed = fetch_rules.feed_elements(self.user_graph, [(key, None) for key in keys])
             feeds = [nodes.feeds[t.name] for t in fed]
         self._reusable = False  # an unfinished partial run lives in TensorFlow's session
-        return _tf_method("partial_run_setup")(self._inner_session(), mapped, feeds)
+        return _tf_method("partial_run_setup")(self._inner_session(),
+                                               _moved(elements, nodes), feeds)
 
     def partial_run(self, handle, fetches, feed_dict):
         """``Session.partial_run`` on the user's nodes."""
         if self.closed:
             raise RuntimeError("Attempted to use a closed Session.")
         nodes = self._user_nodes()
-        mapped = fetch_rules.map_fetches(self.user_graph, fetches, nodes.tensors, nodes.ops)
+        mapper = fetch_rules.fetch_mapper(self.user_graph, fetches)
         if feed_dict:
-            feed_dict = fetch_rules.map_feeds(self.user_graph, feed_dict, nodes.feeds)
-        return _tf_method("partial_run")(self._inner_session(), handle, mapped, feed_dict)
+            feed_dict = fetch_rules.map_feeds(self.user_graph, fetch_rules.flat_feeds(feed_dict),
+                                              nodes.feeds)
+        values = _tf_method("partial_run")(self._inner_session(), handle,
+                                           _moved(mapper.unique_fetches(), nodes), feed_dict)
+        return mapper.build_results(values)
 
     # ------------------------------------------------------------------ close
     def close(self):
@@ -578,8 +630,9 @@ class SessionRunner:
         """The :class:`~npu_adapter.pipeline.result.RewriteResult` of the signature of a run of
         ``fetches`` with the keys of ``feed_dict`` (rewritten now if it was not yet), with the
         user's weights in its graph."""
-        elements = fetch_rules.fetch_elements(self.user_graph, fetches)
-        fed = fetch_rules.feed_elements(self.user_graph, list(feed_dict or ()))
+        elements = fetch_rules.fetch_mapper(self.user_graph, fetches).unique_fetches()
+        fed = fetch_rules.feed_elements(self.user_graph,
+                                        fetch_rules.flat_feeds(dict.fromkeys(feed_dict or ())))
         result = self._signature(signature_names(elements, fed), self.config).result
         full = type(result.graph_def)()
         full.CopyFrom(result.graph_def)

@@ -160,7 +160,7 @@ class CannBackend(Backend):
         return True, REASON_SUPPORTED
 
     def lower(self, graph_def, clusters, ctx):
-        return lower_for_cann(graph_def, clusters, ctx.get_config())
+        return lower_for_cann(graph_def, clusters, ctx.config)
 
     def runtime(self, config):
         """The :class:`~npu_adapter.backends.cann.runtime.CannRuntime` serving clusters

@@ -6,43 +6,29 @@ report and the cluster layout are the ones the user gets on the NPU; then every 
 lowered to a ``StatefulPartitionedCall`` of the cluster's FunctionDef. The result is a plain
 TensorFlow graph that computes the same numbers as the original graph, bit for bit.
 
-State stays with the TensorFlow session, so a variable has one value whether a run is rewritten or
-not: the ops that own state (variables, queues, tables: :func:`is_state_owner`) and every op with
-a ref input or output (TF1 ``VariableV2`` and its ``Assign``/``Apply*``/``Scatter*`` updates)
-run in the outer graph under their own names (:meth:`CpuReferenceBackend.outside_cluster_reason`);
-resource handles enter the cluster functions as arguments, so resource reads and updates run
-inside, and values cross to and from the ref ops as ordinary arguments and results. The placement
-report still shows these ops where the original puts them (in the cluster) and says where they run
-here. Graph inputs (``Placeholder``) stay on the host: the session feeds them, as the original
-sees fed tensors as ``_Arg`` nodes.
+As in the original, a training step is one cluster, its variables included: a TF1 ``VariableV2``
+and the ops on its ref edges (``Assign``, ``Apply*``, ``Scatter*``) run inside the cluster
+function, where ref edges are allowed (only a function's arguments and results cannot be refs).
+State stays the session's: a state owner (variable, queue, table: :func:`is_state_owner`) finds
+its state by its ``shared_name``, which the session sets to the user's node name when it is empty
+(``npu_adapter.session.execution_graph.name_private_state``), so the copy in a cluster and the
+user's node are one state. A ``OneShotIterator`` refuses a ``shared_name``: it runs in the outer
+graph under its own name (:meth:`CpuReferenceBackend.outside_cluster_reason`). Graph inputs
+(``Placeholder``) stay on the host: the session feeds them, as the original sees fed tensors as
+``_Arg`` nodes.
 """
 
 from npu_adapter.backends.base import Backend
+from npu_adapter.graph.state import is_state_owner, name_state_of_copies
 from npu_adapter.vocabulary import GEOP_OP
 
 __all__ = ["CpuReferenceBackend", "lower_to_function_calls", "is_state_owner"]
 
-_RESOURCE = 20  # types_pb2.DT_RESOURCE
+# State owners whose state a copy cannot share by name: they refuse a shared_name.
+_UNNAMED_STATE = frozenset({"OneShotIterator"})
 
 
-def is_state_owner(op_def):
-    """An op that owns state living across session runs: variables, queues, iterators, tables,
-    mutexes, accumulators.
-
-    They are exactly the stateful ops that hand out a ref or a resource *and* take a
-    ``shared_name`` attr (the resource is looked up in the session's resource manager).
-    Per-step resources such as ``TensorArrayV3`` or ``StackV2`` have no ``shared_name`` and may
-    live inside a cluster function.
-    """
-    if op_def is None or not op_def.is_stateful:
-        return False
-    if not any(attr.name == "shared_name" for attr in op_def.attr):
-        return False
-    return any(arg.is_ref or arg.type == _RESOURCE for arg in op_def.output_arg)
-
-
-def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolate=False,
-                            ctx=None):
+def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolate=False):
     """Copy of ``graph_def`` where every ``GeOp`` node is a call of its function.
 
     The call keeps the node's name, inputs, ``Tin``/``Tout`` and every ``_``-prefixed attr (the
@@ -56,29 +42,15 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
     after inlining a call, the arithmetic optimizer can get the sign of
     ``Neg(Neg(Mul(Neg(x), y)))`` wrong when ``Neg(x)`` is also returned by the function — at the
     price of rounding differences in some graphs (kernels then run in the function runtime).
-
-    With the pass context ``ctx``, the op types it knows of ``graph_def`` pick the ``GeOp``
-    nodes, and the output's are recorded for the next passes.
     """
     from tensorflow.core.framework import graph_pb2
 
     called = set()
-    ops = ctx.node_ops(graph_def) if ctx is not None else None
-    known = (ctx.known_facts(graph_def) or {}) if ctx is not None else {}
-    if ctx is not None and ctx.may_edit(graph_def):
-        # The run owns the input: edit it rather than copy every node and function body. Its
-        # view and facts name GeOp nodes: gone with the edit.
-        out = graph_def
-        ctx.forget(graph_def)
-    else:
-        out = graph_pb2.GraphDef()
-        out.CopyFrom(graph_def)
-    if ops is None:
-        geops = [node for node in out.node if node.op == GEOP_OP]
-    else:
-        nodes = out.node
-        geops = [nodes[i] for i, op in enumerate(ops) if op == GEOP_OP]
-    for node in geops:
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+    for node in out.node:
+        if node.op != GEOP_OP:
+            continue
         called.add(node.attr["function"].func.name)
         node.op = call_op
         node.attr["f"].func.name = node.attr["function"].func.name
@@ -93,16 +65,6 @@ def lower_to_function_calls(graph_def, call_op="StatefulPartitionedCall", isolat
             name = fdef.signature.name
             if name in called or name.rpartition("_gear_")[0] in called:
                 fdef.attr["_noinline"].b = True
-    if ops is not None:
-        facts = ctx.graph_facts(out)
-        facts["ops"] = [call_op if op == GEOP_OP else op for op in ops]
-        if "names" in known:
-            facts["names"] = known["names"]  # every node keeps its name
-        for fact in ("body_names", "scoped_functions"):  # the bodies are as they were
-            if fact in known:
-                facts[fact] = known[fact]
-        if known.get("annotation_free"):
-            facts["annotation_free"] = True  # the calls carry what the GeOps carried
     return out
 
 
@@ -130,28 +92,19 @@ class CpuReferenceBackend(Backend):
 
     def outside_cluster_reason(self, node_def, op_def):
         """Why cluster member ``node_def`` runs in the outer graph here (a reason code), or None
-        when it runs inside its cluster's function.
-
-        Decided by the op type alone (the passes ask once per op type of a graph, with
-        ``node_def=None``): an op with a ref input
-        or output cannot be in a TensorFlow function (``ref_edge_cpu_reference``); an op that
-        owns session state hands its resource handle to the function as an argument
-        (``resource_handle_cpu_reference``), so the state stays the session's.
-        """
+        when it runs inside its cluster's function: only a state owner whose state a copy
+        cannot find by name (``OneShotIterator``), decided by the op type alone (the passes ask
+        once per op type of a graph, with ``node_def=None``)."""
         del node_def
-        if op_def is None:
-            return None
-        if any(arg.is_ref for arg in op_def.input_arg) or \
-                any(arg.is_ref for arg in op_def.output_arg):
-            return "ref_edge_cpu_reference"
-        if is_state_owner(op_def):
+        if op_def is not None and op_def.name in _UNNAMED_STATE:
             return "resource_handle_cpu_reference"
         return None
 
     def lower(self, graph_def, clusters, ctx):
-        config = ctx.get_config() if ctx is not None else None
+        config = ctx.config if ctx is not None else None
         isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
-        return lower_to_function_calls(graph_def, isolate=isolate, ctx=ctx)
+        # (Always a new graph here: lower_to_function_calls copies its input.)
+        return name_state_of_copies(lower_to_function_calls(graph_def, isolate=isolate))
 
     def available(self):
         return True, "runs anywhere TensorFlow runs"

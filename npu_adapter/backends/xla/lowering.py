@@ -34,7 +34,11 @@ import logging
 from tensorflow.core.framework import function_pb2
 
 from npu_adapter import tf_compat
-from npu_adapter.backends.cpu.lowering import CpuReferenceBackend, lower_to_function_calls
+from npu_adapter.backends.cpu.lowering import (
+    CpuReferenceBackend,
+    is_state_owner,
+    lower_to_function_calls,
+)
 from npu_adapter.backends.xla.compilability import check_functions
 from npu_adapter.backends.xla.depthwise import decompose_depthwise
 from npu_adapter.graph.names import parse_input
@@ -210,8 +214,24 @@ class XlaBackend(CpuReferenceBackend):
     # graph does. Compiled calls (_XlaMustCompile) stay calls (graph/inline.py).
     inlines_calls_at_install = True
 
+    def outside_cluster_reason(self, node_def, op_def):
+        """Why cluster member ``node_def`` runs in the outer graph here, or None. XLA compiles
+        no state owner and no ref edge: an op with a ref input or output
+        (``ref_edge_cpu_reference``) and an op that owns session state, whose resource handle
+        then enters the compiled function as an argument (``resource_handle_cpu_reference``),
+        run outside; decided by the op type alone."""
+        del node_def
+        if op_def is None:
+            return None
+        if any(arg.is_ref for arg in op_def.input_arg) or \
+                any(arg.is_ref for arg in op_def.output_arg):
+            return "ref_edge_cpu_reference"
+        if is_state_owner(op_def):
+            return "resource_handle_cpu_reference"
+        return None
+
     def lower(self, graph_def, clusters, ctx):
-        config = ctx.get_config() if ctx is not None else None
+        config = ctx.config if ctx is not None else None
         directory = getattr(config, "graph_compiler_cache_dir", None)
         if directory:
             from npu_adapter.backends.xla.persistent_cache import check_cache_dir
