@@ -14,9 +14,9 @@ First runs: the in-process first run of each side (session creation, variable in
 and the first ``run``), and the first run of a fresh process (plain; xla with an empty
 ``graph_compiler_cache_dir``; xla again with that directory, warm), one process each, with
 what each compiled and measured, and the time of the first runs as a whole (as many as two
-clusters take to decide: a cold directory pays its compilations and measurements there). The details also hold the
-placement report's decisions for the model read from that directory, as ``npu-adapter inspect
---backend xla --option graph_compiler_cache_dir=DIR`` prints them.
+clusters take to decide: a cold directory pays its compilations and measurements there). The
+details also hold the placement report's decisions for the model read from that directory, as
+``npu-adapter inspect --backend xla --option graph_compiler_cache_dir=DIR`` prints them.
 
 Run a worker by hand::
 
