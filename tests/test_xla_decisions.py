@@ -16,6 +16,7 @@ from npu_adapter.backends import get_backend
 from npu_adapter.backends.xla.decisions import (
     Decision,
     DecisionStore,
+    cluster_digest,
     executable_label,
     forget_decisions,
 )
@@ -134,6 +135,27 @@ def test_executable_labels():
     assert executable_label(("shapes", (("x:0", (1, 224, 224, 3)), ("k:0", ())))) == \
         "x:0 1x224x224x3, k:0 scalar"
     assert executable_label(("shapes", ())) == "no fed tensors"
+
+
+def test_a_decision_is_found_whatever_order_the_fetches_were_named_in():
+    # A session and `inspect` may name the fetches in another order: the cluster's results
+    # come in that order, and the decision still applies.
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [4, 4], name="x")
+        y = tf1.placeholder(tf.float32, [4, 4], name="y")
+        tf.identity(tf.matmul(x, y) + 1.0, name="a")
+        tf.identity(tf.reduce_sum(x * y, axis=1), name="b")
+    digests, outputs = [], []
+    for fetches, feeds in ((["a:0", "b:0"], ["x:0", "y:0"]), (["b:0", "a:0"], ["y:0", "x:0"])):
+        result = rewrite(graph.as_graph_def(), {"npu_adapter_backend": "xla"}, fetches=fetches,
+                         feeds=feeds, backend="xla")
+        functions = {f.signature.name: f for f in result.graph_def.library.function}
+        (node,) = [n for n in result.graph_def.node if "_npu_adapter_xla_status" in n.attr]
+        digests.append(cluster_digest(node, functions))
+        outputs.append([a.name for a in functions[node.attr["f"].func.name].signature.output_arg])
+    assert outputs[0] == outputs[1][::-1]  # the rewrites differ ...
+    assert digests[0] == digests[1]        # ... the decision's key does not
 
 
 # --------------------------------------------------------------------------- the program

@@ -139,8 +139,35 @@ def cluster_digest(node, functions):
             pending.extend(called_functions(body))
     for name in sorted(seen):
         digest.update(name.encode())
-        digest.update(functions[name].SerializeToString(deterministic=True))
+        digest.update(_in_name_order(functions[name]).SerializeToString(deterministic=True))
     return digest.hexdigest()
+
+
+def _in_name_order(fdef):
+    """``fdef`` with its arguments and results in name order. A rewrite orders a cluster's
+    arguments and results after the feeds and fetches it was given (a session and ``inspect``
+    may name them in another order); that changes neither what XLA compiles nor its speed."""
+    if not fdef.signature.input_arg and not fdef.signature.output_arg:
+        return fdef
+    out = type(fdef)()
+    out.CopyFrom(fdef)
+    order = sorted(range(len(fdef.signature.input_arg)),
+                   key=lambda k: fdef.signature.input_arg[k].name)
+    del out.signature.input_arg[:]
+    out.signature.input_arg.extend(fdef.signature.input_arg[k] for k in order)
+    for indexed in ("arg_attr", "resource_arg_unique_id"):
+        field = getattr(out, indexed)
+        old = {k: getattr(fdef, indexed)[k] for k in getattr(fdef, indexed)}
+        field.clear()
+        for new_index, k in enumerate(order):
+            if k in old:
+                if indexed == "arg_attr":
+                    field[new_index].CopyFrom(old[k])
+                else:
+                    field[new_index] = old[k]
+    del out.signature.output_arg[:]
+    out.signature.output_arg.extend(sorted(fdef.signature.output_arg, key=lambda a: a.name))
+    return out
 
 
 class DecisionStore:

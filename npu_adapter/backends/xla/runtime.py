@@ -123,8 +123,9 @@ class XlaProgram(Program):
         base = super().select(fed_shapes)
         if not self.compiled:
             return base
-        shapes = tuple((name, tuple(fed_shapes[name])) for name in self.feeds
-                       if name in fed_shapes)
+        # In name order: the same executables whatever order the feeds were named in.
+        shapes = tuple(sorted((name, tuple(fed_shapes[name])) for name in self.feeds
+                              if name in fed_shapes))
         key = (base.variant.key,
                tuple(self._executable_key(name, base, shapes) for name in self.compiled))
         with self._context_lock:
