@@ -219,13 +219,16 @@ def test_program_keeps_each_cluster_where_it_was_faster():
     assert stats.clusters[first].runs_compiled + stats.clusters[first].runs_tensorflow == 60
     assert stats.clusters[first].compiles == stats.clusters[second].compiles == 1
 
-    # Another session of the process: decided from its first run, nothing measured.
+    # Another session of the process measures nothing: its first run is on TensorFlow's
+    # kernels (no executable to compile or load), the decided variant runs from the second.
     _, runtime2, program2 = prepared(graph_def)
     again = run_program(program2, speed.get, runs=3)
     assert [s.timed for s in again] == [False] * 3
-    assert again[0].variant.key == ("xla", None, (second,))
+    assert [s.variant.key for s in again] == [("xla", None, (first, second))] + \
+        [("xla", None, (second,))] * 2
     stats2 = runtime2.stats()
     assert stats2.decisions_measured == 0 and stats2.decisions_remembered == 2
+    assert stats2.clusters[first].runs_compiled == 2 and stats2.clusters[first].compiles == 1
 
     # The report says which runs where, and why.
     report = placement_report(result, graph_def, backend="xla", fetches=["out:0"],

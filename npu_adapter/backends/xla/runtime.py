@@ -8,8 +8,10 @@ shapes of the fed tensors — the program runs a :class:`~npu_adapter.backends.x
 over its first runs: the first run on TensorFlow's kernels (it never waits for a compilation),
 then, cluster by cluster, timed runs alternating the two forms, and keeps the faster. A decision
 is remembered (:mod:`~npu_adapter.backends.xla.decisions`) for the process and, with
-``graph_compiler_cache_dir``, on disk next to the executables: a later run of the context, or a
-later process, runs the decided variant from its first run and measures nothing. The variants
+``graph_compiler_cache_dir``, on disk next to the executables: a later session or process
+measures nothing; its first run of the context runs on TensorFlow's kernels too (loading an
+executable from the persistent cache costs a large model seconds), the decided variant runs
+from the second. The variants
 are graphs of the signature (:class:`~npu_adapter.backends.runtime.Variant`) the session installs
 once each: the base graph has every compiled cluster compiled; a variant lists the clusters that
 run on TensorFlow's kernels instead.
@@ -84,7 +86,7 @@ class _Context:
     """One context of a program: its trial, its final selection once decided, and its runs per
     variant (the clusters on TensorFlow's kernels → runs)."""
 
-    __slots__ = ("base", "labels", "trial", "final", "final_on_tf", "runs", "warm")
+    __slots__ = ("base", "labels", "trial", "final", "final_on_tf", "runs", "warm", "noted")
 
     def __init__(self, base, labels, trial):
         self.base = base          # the base Selection (gears, lazy shapes)
@@ -94,6 +96,7 @@ class _Context:
         self.final_on_tf = None
         self.runs = {}
         self.warm = set()         # the arms (clusters on TensorFlow's kernels) that ran
+        self.noted = False        # the final selection's executables were counted
 
 
 class XlaProgram(Program):
@@ -132,9 +135,17 @@ class XlaProgram(Program):
             context = self.contexts.get(key)
             if context is None:
                 context = self.contexts[key] = self._new_context(base, key[1])
-                if context.final is not None:
-                    self._note_executables(context, context.final_on_tf)
+                all_on_tf = tuple(sorted(self.compiled))
+                if context.final is not None and context.final_on_tf != all_on_tf:
+                    # Decided before (remembered), but a context's first run still runs on
+                    # TensorFlow's kernels: it never waits for an executable to be compiled
+                    # or loaded from graph_compiler_cache_dir; the second run does.
+                    context.runs[all_on_tf] = 1
+                    return Selection(self._variant(base, all_on_tf), base.gears, base.counted)
             if context.final is not None:
+                if not context.noted:
+                    context.noted = True
+                    self._note_executables(context, context.final_on_tf)
                 context.runs[context.final_on_tf] = context.runs.get(context.final_on_tf,
                                                                      0) + 1
                 return context.final
@@ -154,6 +165,7 @@ class XlaProgram(Program):
                 self.runtime.measured(self, context.labels[measured.cluster], measured)
             if context.trial.done and context.final is None:
                 self._finish(context)
+                context.noted = True
                 self._note_executables(context, context.final_on_tf)
 
     def _new_context(self, base, keys):
