@@ -108,11 +108,12 @@ class _Body:
         for arg, tensor in zip(fdef.signature.input_arg, data_inputs):
             self.args[arg.name] = tensor
         self.controls = [t for t in call.input if t.startswith("^")]
-        self.own_controls = _own_controls(call, self.controls, fdef)
+        self.nodes = {n.name: n for n in fdef.node_def}
+        self.own_controls = _own_controls(call, self.controls, self.nodes)
         waited_inside = {outer for entries in self.own_controls.values()
                          for _, outer, _ in entries}
+        # The call's control inputs no body node waits for itself: they hold back the body.
         self.gated = [t for t in self.controls if t[1:] not in waited_inside]
-        self.nodes = {n.name: n for n in fdef.node_def}
         self.functions = functions
         self._ports = {}
         if body_names:
@@ -234,7 +235,6 @@ class _Body:
             stand.input.append("^" + self.gate)
         return True
 
-
     def waits_on_members(self):
         """``(graph name of a body node, call waited for, member of that call)`` for each own
         control input of a body node on a member of another call, in input order."""
@@ -243,24 +243,23 @@ class _Body:
                 for _, outer, source in entries if outer != source]
 
 
-def _own_controls(call, controls, fdef):
+def _own_controls(call, controls, body):
     """Body node name → ``[(input index, control input of the call, node waited for)]`` in
-    ascending index order, from the call's ``_npu_adapter_control_inputs``; empty when the
-    call records none, or records that do not match the call (a body node or a control input
-    the call lacks): the call's control inputs then hold back the whole body."""
+    ascending index order, from the call's ``_npu_adapter_control_inputs`` (``body``: body node
+    name → NodeDef); empty when the call records none, or records that do not match the call (a
+    body node or a control input the call lacks): the call's control inputs then hold back the
+    whole body."""
     value = call.attr.get(CLUSTER_CONTROL_INPUTS_ATTR)
     if value is None or not controls:
         return {}
     on_call = {text[1:] for text in controls}
-    body = {node.name: node for node in fdef.node_def}
     found = {}
     for entry in value.list.s:
         fields = entry.decode().split(" ")
         if len(fields) != 4 or not fields[1].isdigit():
             return {}
         name, index, outer, source = fields
-        node = body.get(name)
-        if node is None or outer not in on_call or int(index) > len(node.input):
+        if name not in body or outer not in on_call:
             return {}
         found.setdefault(name, []).append((int(index), outer, source))
     for entries in found.values():
@@ -380,13 +379,17 @@ def _wait_on_members(graph_def, written, bodies, inlined):
     """Make the body nodes of the ``written`` calls that wait for a member of another call wait
     for that member itself where that call was inlined too (``graph_def`` edited in place): as
     in the user's graph, not for the whole of the other call."""
-    waits = collections.defaultdict(list)  # body node -> [(call, member)] in input order
+    waits = {}  # body node -> [(call, what it waits for)] in input order
+    found = False
     for body in written:
         for name, outer, source in body.waits_on_members():
             other = bodies.get(outer)
+            target = outer
             if outer in inlined and source in other.rename:
-                waits[name].append((outer, other.rename[source]))
-    if not waits:
+                target = other.rename[source]
+                found = True
+            waits.setdefault(name, []).append((outer, target))
+    if not found:
         return
     for node in graph_def.node:
         pending = waits.get(node.name)
@@ -394,6 +397,8 @@ def _wait_on_members(graph_def, written, bodies, inlined):
             continue
         pending = collections.deque(pending)
         for k, text in enumerate(node.input):
+            # (The k-th wait for a call is the k-th entry naming it: entries are in input
+            # order, and a body node's other inputs never name a call.)
             if pending and text == "^" + pending[0][0]:
                 node.input[k] = "^" + pending.popleft()[1]
 
