@@ -74,6 +74,11 @@ CLUSTER_OUTER_ATTR = "_npu_adapter_outer"
 # differs from the node's own inputs/outputs because members run outside);
 CLUSTER_PLACED_INPUTS_ATTR = "_npu_adapter_placed_inputs"
 CLUSTER_PLACED_OUTPUTS_ATTR = "_npu_adapter_placed_outputs"
+# on a cluster node, each control input of a body node from outside the cluster, which the
+# cluster node waits for in its place: "<body node> <input index> <control input of the cluster
+# node> <node waited for>" (the last two differ when the node is a member of another cluster);
+# inlining the call gives each body node back its own (npu_adapter/graph/inline.py);
+CLUSTER_CONTROL_INPUTS_ATTR = "_npu_adapter_control_inputs"
 # on the further function calls of a cluster run in several steps, the cluster's name.
 CLUSTER_PART_OF_ATTR = "_npu_adapter_part_of"
 # Name of step ``s`` (s >= 1) of cluster ``c``: ``<c>_stage<s>`` (node and function).

@@ -16,7 +16,11 @@ cluster ``GeOp<N>_<k>``:
   graph options (``_dynamic_input``, ...) and ``_NpuOptimizer``, as the original stamps them; plus
   ``_npu_adapter_inputs`` / ``_npu_adapter_outputs``: the original tensor names per input/output.
 * host consumers are rewired to ``GeOp:<k>``; control edges into the cluster are lifted onto the
-  GeOp and control edges out of it leave from the GeOp.
+  GeOp and control edges out of it leave from the GeOp. The GeOp records in
+  ``_npu_adapter_control_inputs`` which body node each lifted control edge came from (at which
+  input, from which node), so that a backend that inlines the call gives each body node back its
+  own control inputs instead of holding back the whole body (``npu_adapter/graph/inline.py``);
+  a backend that runs the call waits for them on the call.
 
 Mix mode only (``CopyConstBetweenGeOp``): a Const that feeds a cluster it is not in is copied into
 that cluster as ``<name>_copied``, with a control edge from the original Const to the copy (which
@@ -56,6 +60,7 @@ from npu_adapter.pipeline.graph_config import read_graph_config
 from npu_adapter.pipeline.registry import register_pass
 from npu_adapter.vocabulary import (
     CLUSTER_ATTR,
+    CLUSTER_CONTROL_INPUTS_ATTR,
     CLUSTER_HOISTED_ATTR,
     CLUSTER_INPUTS_ATTR,
     CLUSTER_OUTER_ATTR,
@@ -123,7 +128,7 @@ class _Cluster:
         self.outputs = []          # [(src index, port)] in output order
         self.output_index = {}
         self.control_inputs = []   # outer node names (deduplicated, ordered)
-        self.const_copies = {}     # const index -> copy name inside the function
+        self.const_copies = {}     # const index -> copy name inside the function (or None)
         self.control_outputs = []  # member indices
         self.var_copies = []       # variables duplicated into this cluster (device-owned state)
         self.hoisted = []          # large member Consts left in the outer graph (read as args)
@@ -526,6 +531,10 @@ class EncapsulatePass(PassBase):
                 node.input.append(nodes[src].name if port == 0 else f"{nodes[src].name}:{port}")
         for outer in cluster.control_inputs:
             node.input.append("^" + outer)
+        if cluster.control_inputs:
+            node.attr[CLUSTER_CONTROL_INPUTS_ATTR].list.s.extend(
+                " ".join(fields).encode()
+                for fields in self._lifted_control_inputs(view, cluster, cluster_of))
         node.attr["function"].func.name = cluster.name
         node.attr["Tin"].list.type.extend(self._input_types(view, cluster))
         node.attr["Tout"].list.type.extend(self._output_types(view, cluster))
@@ -552,6 +561,43 @@ class EncapsulatePass(PassBase):
         if cluster.part_of is not None:
             node.attr[CLUSTER_PART_OF_ATTR].s = cluster.part_of.encode()
         return node
+
+    @staticmethod
+    def _const_copy_names(view, cluster):
+        """Const index → name of its copy in ``cluster``'s body (``<name>_copied``, unique
+        among the body's names), named once per cluster: the cluster's node and its function
+        both name the copies."""
+        copies = cluster.const_copies
+        if copies and None in copies.values():
+            names = view.names
+            taken = {names[i] for i in cluster.members}
+            taken.update(names[i] for i in cluster.var_copies)
+            for const in sorted(copies):
+                copies[const] = unique_name(names[const] + "_copied", taken)
+        return copies
+
+    def _lifted_control_inputs(self, view, cluster, cluster_of):
+        """The control edges lifted onto ``cluster``'s node, one ``(body node, input index,
+        control input of the cluster node, node waited for)`` of strings each, in GraphDef
+        order: a member's control input from outside the cluster (the body drops it), and the
+        control edge from the original Const to each of its copies (mix mode). The cluster node
+        waits for the node itself, or for the cluster holding it."""
+        names = view.names
+        inside = set(cluster.members)
+        inside.update(cluster.var_copies)
+        copies = self._const_copy_names(view, cluster)
+        data_inputs, control_inputs = view.data_inputs, view.control_inputs
+        found = []
+        for i in cluster.members:
+            first = len(data_inputs[i])
+            for j, src in enumerate(control_inputs[i]):
+                if src < 0 or src in inside or src in copies:
+                    continue  # (a dangling name; a node the body holds: the body keeps it)
+                outer = cluster_of.get(src, names[src])
+                found.append((names[i], str(first + j), outer, names[src]))
+        for const in sorted(copies):
+            found.append((copies[const], "0", cluster_of.get(const, names[const]), names[const]))
+        return found
 
     @staticmethod
     def _tensor_types(view, cluster, tensors, direction):
@@ -616,10 +662,9 @@ class EncapsulatePass(PassBase):
             arg_of[(src, port)] = arg.name
         member_set = set(cluster.members) | set(cluster.var_copies)
         names = view.names
+        copy_name = self._const_copy_names(view, cluster)
         body_names = {names[i] for i in member_set}
-        copy_name = {}
-        for const in sorted(cluster.const_copies):
-            copy_name[const] = unique_name(nodes[const].name + "_copied", body_names)
+        body_names.update(copy_name.values())
 
         port_names = {}
         ops = view.ops
@@ -646,7 +691,8 @@ class EncapsulatePass(PassBase):
                 names = port_names[src] = [prefix + suffix for suffix in suffixes]
             return names
 
-        for const, cname in copy_name.items():
+        for const in sorted(copy_name):
+            cname = copy_name[const]
             body = fdef.node_def.add()
             body.CopyFrom(nodes[const])
             body.name = cname

@@ -131,6 +131,67 @@ def test_a_result_passed_through_from_an_argument_still_waits_for_the_control_in
     assert _run(inlined, "call:0") == 3.0
 
 
+def _read_and_triple():
+    """F2(h, x) = (read(h), 3 * x)."""
+    def build(h, x):
+        tf.raw_ops.ReadVariableOp(resource=h, dtype=tf.float32, name="read")
+        tf.multiply(x, 3.0, name="z")
+    return _function("F2", build, [("h", RESOURCE), ("x", FLOAT)],
+                     [("read:0", "read", FLOAT), ("z:0", "z", FLOAT)])
+
+
+def _record(call, *entries):
+    call.attr["_npu_adapter_control_inputs"].list.s.extend(e.encode() for e in entries)
+
+
+def test_a_body_node_waits_for_the_control_input_the_call_records_for_it():
+    """The call records that ``read`` (input 1) waited for ``assign``: inlined, ``read`` waits
+    for it itself and ``z``, which did not, is not held back."""
+    graph_def = _gated_graph()
+    del graph_def.node[-1]  # (the call of F)
+    graph_def.node.add().CopyFrom(_outer(lambda: tf.constant(2.0, name="two")).node[0])
+    _record(_add_call(graph_def, _read_and_triple(), ["v", "two", "^assign"]),
+            "read 1 assign assign")
+    inlined = inline.inline_calls(graph_def, body_names=True).graph_def
+    nodes = {n.name: n for n in inlined.node}
+    assert list(nodes["read"].input) == ["v", "^assign"]
+    assert list(nodes["z"].input) == ["two", "z/y"]
+    assert not any(n.name.endswith("input_control_node") for n in inlined.node)
+    for fetch, value in (("call:0", 5.0), ("call:1", 6.0)):
+        assert _run(graph_def, fetch) == _run(inlined, fetch) == value
+
+
+def test_records_that_do_not_match_the_call_leave_the_whole_body_held_back():
+    graph_def = _gated_graph()
+    _record(graph_def.node[-1], "read 1 elsewhere elsewhere")  # not a control input of the call
+    nodes = {n.name: n for n in inline.inline_calls(graph_def).graph_def.node}
+    assert list(nodes["call/input_control_node"].input) == ["^assign"]
+    assert "^call/input_control_node" in nodes["call/read"].input
+
+
+def test_a_wait_for_a_member_of_another_inlined_call_is_a_wait_for_that_member():
+    """``second``'s ``read`` waited for ``first``'s ``one`` (the call waits for the whole of
+    ``first``): inlined, it waits for ``one`` itself, and nothing waits for ``first``."""
+    def build(h):
+        tf.raw_ops.AssignVariableOp(resource=h, value=tf.constant(5.0, name="five"), name="one")
+        tf.constant(2.0, name="two")
+    writes = _function("W", build, [("h", RESOURCE)], [("two:0", "two", FLOAT)],
+                       control_outputs=["one"])
+    graph_def = _outer(_variable)
+    _add_call(graph_def, writes, ["v"], name="first")
+    second = _add_call(graph_def, _read_and_triple(), ["v", "first", "^first"], name="second")
+    _record(second, "read 1 first one")
+    inlined = inline.inline_calls(graph_def, body_names=True, direct_results=True).graph_def
+    nodes = {n.name: n for n in inlined.node}
+    assert list(nodes["read"].input) == ["v", "^one"]
+    assert "first" not in nodes and list(nodes["z"].input) == ["two", "z/y"]
+    again = inline.inline_calls(graph_def, body_names=True, direct_results=True).graph_def
+    assert again.SerializeToString(deterministic=True) == \
+        inlined.SerializeToString(deterministic=True)
+    assert _run(graph_def, "second:0") == _run(inlined, "read:0") == 5.0
+    assert _run(graph_def, "second:1") == _run(inlined, "z:0") == 6.0
+
+
 def _noinline(fdef):
     fdef.attr["_noinline"].b = True
     return fdef

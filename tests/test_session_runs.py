@@ -387,6 +387,34 @@ def test_a_random_op_keeps_its_sequence_when_a_default_is_fed_on_some_runs(optio
         np.testing.assert_array_equal(ours, plain)
 
 
+@pytest.mark.parametrize("options", [{}, {"mix_compile_mode": True}], ids=["full", "mix"])
+def test_a_random_op_keeps_its_sequence_when_a_cluster_member_waits_outside_its_cluster(options):
+    """``t4`` waits for ``t2``, which is outside ``t4``'s cluster (``Lgamma`` is not in the op
+    list: ``t2`` stays on the host under full offload, in another cluster in mix mode). Only
+    ``t4`` waits for it, as in the user's graph, so the random op after ``t4`` is the user's
+    kernel in both signatures (``x`` fed or not) and continues one sequence, as in plain
+    TensorFlow."""
+    def arr(seed, rows):
+        return np.random.RandomState(seed).randn(rows, 3).astype(np.float32)
+
+    def values(session_class):
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(66)
+            x = tf1.placeholder_with_default(arr(1, 2), [None, 3], name="x")
+            t3 = tf.math.lgamma(tf.math.abs(x) + 1.0, name="t3")
+            t2 = tf.gather(x, [2, 0], axis=1, name="t2")
+            with tf.control_dependencies([t2]):
+                t4 = tf.math.square(t3, name="t4")
+            y = tf.nn.dropout(t4, rate=0.5, seed=5)
+        with session_class(graph=graph, config=NpuConfig.from_dict(options).to_config_proto()) \
+                as sess:
+            return [sess.run(y), sess.run(y, {x: arr(2, 4)}), sess.run(y)]
+
+    for ours, plain in zip(values(NpuSession), values(plain_session_class())):
+        np.testing.assert_array_equal(ours, plain)
+
+
 def test_a_v1_loop_over_a_dataset_batch_with_a_control_dependency_on_the_batch():
     """A TF1 while loop over a value computed from a tf.data batch, and a fetch that waits for
     the batch: the inlined cluster's start gate never becomes an input of a node inside the

@@ -11,7 +11,12 @@ names, so inlined under those names again they are the user's nodes.
 What an inlined call keeps of the call's meaning:
 
 * a body node reads the call's input tensors where it read the function's arguments;
-* the call's control inputs hold back every body node that reads nothing else of the body
+* each body node waits for its own control inputs from outside the call where the call records
+  them (``_npu_adapter_control_inputs``, written by ``encapsulate`` when it lifts a cluster
+  member's control inputs onto the cluster's call): the inlined cluster is then the user's nodes
+  with the user's edges, not the user's nodes held back by whatever one of them waited for. A
+  control input on a member of another inlined call is the wait for that member itself;
+* the call's other control inputs hold back every body node that reads nothing else of the body
   (through one ``NoOp``), so no body node starts before them, as no body node of a call does;
 * the call's name stays, as an ``IdentityN`` of the function's results (a ``NoOp`` when there
   are none) that also waits for every body node nothing else of the body reads and for the
@@ -36,6 +41,7 @@ from npu_adapter.graph.types import (
     op_def_for,
     output_port_names,
 )
+from npu_adapter.vocabulary import CLUSTER_CONTROL_INPUTS_ATTR
 
 __all__ = ["CALL_OPS", "Inlined", "inline_calls", "inlinable"]
 
@@ -60,7 +66,8 @@ class Inlined(collections.namedtuple(
             the stand adds to its results (waiting for the whole body) changes no value.
         gates: names of the nodes inlining added that only order the body as the call did:
             every inlined call's stand and the ``NoOp`` holding back its body for the call's
-            control inputs (the stand also passes the call's results on).
+            control inputs that no body node waits for itself (the stand also passes the
+            call's results on).
     """
 
     __slots__ = ()
@@ -102,6 +109,11 @@ class _Body:
             self.args[arg.name] = tensor
         self.controls = [t for t in call.input if t.startswith("^")]
         self.nodes = {n.name: n for n in fdef.node_def}
+        self.own_controls = _own_controls(call, self.controls, self.nodes)
+        waited_inside = {outer for entries in self.own_controls.values()
+                         for _, outer, _ in entries}
+        # The call's control inputs no body node waits for itself: they hold back the body.
+        self.gated = [t for t in self.controls if t[1:] not in waited_inside]
         self.functions = functions
         self._ports = {}
         if body_names:
@@ -125,7 +137,7 @@ class _Body:
         names = set(self.rename.values())
         self.pure = not self.controls and all(_pure(node.op) for node in fdef.node_def)
         self.gate = None
-        if self.controls and not self.clash:
+        if self.gated and not self.clash:
             self.gate = unique_name(self.prefix + "input_control_node", names | taken)
         self.names = names
 
@@ -157,8 +169,10 @@ class _Body:
 
     def write(self, out):
         """Add the body and the node standing for the call to ``out``; False (``out``
-        unchanged) when some reference cannot be mapped."""
+        unchanged) when some reference cannot be mapped. A body node waiting for a member of
+        another call waits for that call here (see :meth:`waits_on_members`)."""
         rename = self.rename
+        own_controls = self.own_controls
         added = []
         read_inside = set()
         for body in self.fdef.node_def:
@@ -181,6 +195,8 @@ class _Body:
                     internal = True
                     read_inside.add(source)
                 inputs.append(mapped)
+            for index, outer, _ in own_controls.get(body.name, ()):
+                inputs.insert(index, "^" + outer)  # (in ascending order: as the user's node)
             if self.gate is not None and not internal:
                 inputs.append("^" + self.gate)
             del node.input[:]
@@ -202,7 +218,7 @@ class _Body:
         waits += [n for n in self.fdef.control_ret.values() if n not in waits]
         if self.gate is not None:
             gate = out.node.add(name=self.gate, op="NoOp", device=self.call.device)
-            gate.input.extend(self.controls)
+            gate.input.extend(self.gated)
         out.node.extend(added)
         stand = out.node.add(name=self.call.name, device=self.call.device)
         for key, value in self.call.attr.items():
@@ -218,6 +234,37 @@ class _Body:
         if self.gate is not None:  # a result may be an argument passed through
             stand.input.append("^" + self.gate)
         return True
+
+    def waits_on_members(self):
+        """``(graph name of a body node, call waited for, member of that call)`` for each own
+        control input of a body node on a member of another call, in input order."""
+        return [(self.rename[name], outer, source)
+                for name, entries in self.own_controls.items()
+                for _, outer, source in entries if outer != source]
+
+
+def _own_controls(call, controls, body):
+    """Body node name → ``[(input index, control input of the call, node waited for)]`` in
+    ascending index order, from the call's ``_npu_adapter_control_inputs`` (``body``: body node
+    name → NodeDef); empty when the call records none, or records that do not match the call (a
+    body node or a control input the call lacks): the call's control inputs then hold back the
+    whole body."""
+    value = call.attr.get(CLUSTER_CONTROL_INPUTS_ATTR)
+    if value is None or not controls:
+        return {}
+    on_call = {text[1:] for text in controls}
+    found = {}
+    for entry in value.list.s:
+        fields = entry.decode().split(" ")
+        if len(fields) != 4 or not fields[1].isdigit():
+            return {}
+        name, index, outer, source = fields
+        if name not in body or outer not in on_call:
+            return {}
+        found.setdefault(name, []).append((int(index), outer, source))
+    for entries in found.values():
+        entries.sort()
+    return found
 
 
 def _pure(op_type):
@@ -317,6 +364,7 @@ def inline_calls(graph_def, select=None, *, body_names=False, direct_results=Fal
         out.node.add().CopyFrom(node)
     if not inlined:
         return unchanged
+    _wait_on_members(out, [bodies[name] for name in inlined], bodies, set(inlined))
     if direct_results and body_names:
         origins = read_results_directly(out, {name: bodies[name] for name in inlined}, origins)
     out.library.gradient.extend(graph_def.library.gradient)
@@ -325,6 +373,34 @@ def inline_calls(graph_def, select=None, *, body_names=False, direct_results=Fal
         if fdef.signature.name in used:
             out.library.function.add().CopyFrom(fdef)
     return Inlined(out, inlined, origins, frozenset(pass_through), frozenset(gates))
+
+
+def _wait_on_members(graph_def, written, bodies, inlined):
+    """Make the body nodes of the ``written`` calls that wait for a member of another call wait
+    for that member itself where that call was inlined too (``graph_def`` edited in place): as
+    in the user's graph, not for the whole of the other call."""
+    waits = {}  # body node -> [(call, what it waits for)] in input order
+    found = False
+    for body in written:
+        for name, outer, source in body.waits_on_members():
+            other = bodies.get(outer)
+            target = outer
+            if outer in inlined and source in other.rename:
+                target = other.rename[source]
+                found = True
+            waits.setdefault(name, []).append((outer, target))
+    if not found:
+        return
+    for node in graph_def.node:
+        pending = waits.get(node.name)
+        if not pending:
+            continue
+        pending = collections.deque(pending)
+        for k, text in enumerate(node.input):
+            # (The k-th wait for a call is the k-th entry naming it: entries are in input
+            # order, and a body node's other inputs never name a call.)
+            if pending and text == "^" + pending[0][0]:
+                node.input[k] = "^" + pending.popleft()[1]
 
 
 _FORWARDERS = frozenset({"Identity", "IdentityN"})

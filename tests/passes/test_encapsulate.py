@@ -9,7 +9,7 @@ With the op list {Abs, Neg}::
     init ┄┄► GeOp1_0 ─► out        GeOp1_0(x_0_arg) { a = Abs(x_0_arg); n = Neg(a:y:0) }
     x ─────►┘                          returns n_0_retval = n:y:0
 
-(┄┄► is a control edge: it is lifted onto the cluster node.)
+(┄┄► is a control edge: it is lifted onto the cluster node, which records that it was ``a``'s.)
 """
 
 import numpy as np
@@ -68,6 +68,8 @@ def test_a_cluster_becomes_one_node_calling_its_function():
     assert list(geop.attr["_npu_adapter_inputs"].list.s) == [b"x:0"]
     assert list(geop.attr["_npu_adapter_outputs"].list.s) == [b"n:0"]
     assert geop.attr["_NpuOptimizer"].s == b"NpuOptimizer"  # the options, as the original
+    # The lifted control edge: body node a's input 1 was ^init.
+    assert list(geop.attr["_npu_adapter_control_inputs"].list.s) == [b"a 1 init init"]
     body, fdef = _body(out, "GeOp1_0")
     assert body == [("a", "Abs", ["x_0_arg"]), ("n", "Neg", ["a:y:0"])]
     assert [a.name for a in fdef.signature.input_arg] == ["x_0_arg"]
@@ -119,6 +121,12 @@ def test_mix_mode_copies_a_constant_into_each_cluster_that_reads_it():
         ("x", []), ("GeOp1_0", ["x"]), ("h", ["GeOp1_0"]), ("GeOp1_1", ["h", "^GeOp1_0"])]
     assert _body(out, "GeOp1_1")[0] == [("c_copied", "Const", []),
                                          ("m2", "Mul", ["h_0_arg", "c_copied:output:0"])]
+    # The control edge waits for c, a member of GeOp1_0; it is c_copied's.
+    assert list(out.node[3].attr["_npu_adapter_control_inputs"].list.s) == \
+        [b"c_copied 0 GeOp1_0 c"]
+    again = PassManager.from_pipeline("mark_candidates,cluster,encapsulate").run(
+        b.graph_def(), _ctx(mix_compile_mode=True)).graph_def
+    assert again.SerializeToString(deterministic=True) == out.SerializeToString(deterministic=True)
     lowered = get_pass("lower")(out, _ctx()).graph_def
     feeds = {"x:0": np.float32([1.5, -2.25])}
     np.testing.assert_array_equal(run_graph_def(lowered, ["GeOp1_1:0"], feeds)[0],
