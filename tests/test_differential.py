@@ -25,11 +25,11 @@ MAX_OPS = 6
 # Each key is a kind of defect as the fuzz command names it (an error type and message with
 # names and numbers blanked, or a kind of mismatch): {option set: graph runs that show it}.
 KNOWN_DEFECTS = {
-    # issue 31 item 5: random ops restart per gear (gears on tf.data: the in-graph dispatcher
-    # calls one static-shape copy of the cluster per gear) and, with isolated clusters, per
-    # signature (a mid-graph feed at one step only)
+    # with isolated clusters a random op keeps one state per signature (a mid-graph feed at one
+    # step only): TensorFlow keeps a function's kernels per signature, and an isolated cluster
+    # stays a function (docs/original-adapter.md)
     'mismatch: fetch values after the first step':
-        {'gears_dataset': 2, 'isolated_clusters': 1},
+        {'isolated_clusters': 1},
 }
 
 # Refusals the original makes too, whose documented remedy gives plain TensorFlow's values

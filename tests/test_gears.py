@@ -507,23 +507,84 @@ def test_a_graph_with_variables_runs_every_signature_with_gears(node_type):
         assert np.asarray(plain).tobytes() == np.asarray(npu).tobytes()
 
 
-def test_a_random_op_keeps_one_sequence_across_gears():
-    """Batches 2, 4, 2, 4 through gears 2;4 draw from one random kernel, as in a plain
-    session."""
-    def build():
-        graph = tf.Graph()
-        with graph.as_default():
-            x = tf1.placeholder(tf.float32, [None, 3], name="x")
-            tf.identity(x + tf.random.uniform(tf.shape(x), seed=7), name="y")
-        return graph
+def _batches(rows):
+    """The next batch ``x`` of a dataset whose batch ``k`` has ``rows[k]`` rows of 3, all ``k``."""
+    sizes = tf.constant(rows, tf.int64)
+    data = tf.data.Dataset.range(len(rows)).map(
+        lambda i: tf.fill(tf.stack([sizes[i], 3]), tf.cast(i, tf.float32)))
+    return tf1.data.make_one_shot_iterator(data).get_next(name="x")
 
+
+def _random_step_graph(node_type, rows):
+    """``y = x + uniform(shape(x), seed=7) + v`` and a step ``v += mean(y)``; ``x`` is a
+    placeholder (node_type 1) or the batches of a dataset of ``rows`` rows each (0)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        if node_type == 1:
+            x = tf1.placeholder(tf.float32, [None, 3], name="x")
+        else:
+            x = _batches(rows)
+        v = tf1.get_variable("v", initializer=np.zeros(3, np.float32), use_resource=False)
+        y = tf.identity(x + tf.random.uniform(tf.shape(x), seed=7) + v, name="y")
+        with tf.control_dependencies([y]):  # draw, then update: no race
+            step = tf1.assign_add(v, tf.reduce_mean(y, 0), name="step")
+        init = tf1.global_variables_initializer()
+    return graph, y, step, init, v
+
+
+@pytest.mark.parametrize("node_type", [1, 0], ids=["placeholder", "dataset"])
+def test_a_random_op_keeps_one_sequence_across_gears(node_type):
+    """Batches 2, 4, 2, 4 through gears 2;4 draw from one random kernel, as in a plain
+    session, and the variable updated from the draws follows: whether the session sees the
+    shapes (a placeholder) or the in-graph dispatcher picks the gear (a dataset)."""
+    rows = (2, 4, 2, 4)
     config = NpuConfig.from_dict({"input_shape": "x:-1,3", "dynamic_dims": "2;4",
-                                  "dynamic_node_type": 1}).to_config_proto()
+                                  "dynamic_node_type": node_type}).to_config_proto()
+    feeds = [{"x:0": np.full((n, 3), k, np.float32)} for k, n in enumerate(rows)] \
+        if node_type == 1 else [None] * len(rows)
     seen = {}
     for cls in (plain_session_class(), NpuSession):
-        with cls(graph=build(), config=config) as sess:
-            seen[cls] = [sess.run("y:0", {"x:0": np.zeros((rows, 3), np.float32)})
-                         for rows in (2, 4, 2, 4)]
+        graph, y, step, init, v = _random_step_graph(node_type, rows)
+        with cls(graph=graph, config=config) as sess:
+            sess.run(init)
+            seen[cls] = [sess.run([y, step], feed)[0] for feed in feeds] + [sess.run(v)]
+    assert [a.shape for a in seen[NpuSession][:-1]] == [(n, 3) for n in rows]
+    for plain, npu in zip(*seen.values()):
+        assert plain.tobytes() == npu.tobytes()
+
+
+def test_a_dataset_batch_in_no_gear_fails_before_the_cluster_runs():
+    """The dispatcher's gear check still stops a batch whose shape is in no gear, with the
+    named error, before any op of the cluster runs: the variable keeps its value."""
+    config = NpuConfig.from_dict({"input_shape": "x:-1,3", "dynamic_dims": "2;4",
+                                  "dynamic_node_type": 0}).to_config_proto()
+    graph, y, step, init, v = _random_step_graph(0, (2, 3))
+    with NpuSession(graph=graph, config=config) as sess:
+        sess.run(init)
+        sess.run([y, step])
+        before = sess.run(v)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="match no gear") as info:
+            sess.run([y, step])
+        assert "input x:0 has shape] [3 3]" in str(info.value)
+        assert sess.run(v).tobytes() == before.tobytes()
+
+
+def test_pad_up_dataset_gears_draw_one_sequence():
+    """Under pad_up the cluster computes padded batches, so a random op whose shape follows
+    the batch draws for the padded rows; one whose shape does not draws plain TensorFlow's
+    numbers from one state whatever the gear (batches 1, 3, 1, 3 padded to gears 2 and 4)."""
+    rows = (1, 3, 1, 3)
+    config = NpuConfig.from_dict(dict(PAD_UP, input_shape="x:-1,3", dynamic_dims="2;4",
+                                      dynamic_node_type=0, npu_adapter_gear_unpad="y:0:0")
+                                 ).to_config_proto()
+    seen = {}
+    for cls in (plain_session_class(), NpuSession):
+        graph = tf.Graph()
+        with graph.as_default():
+            tf.identity(_batches(rows) + tf.random.uniform([3], seed=7), name="y")
+        with cls(graph=graph, config=config) as sess:
+            seen[cls] = [sess.run("y:0") for _ in rows]
+    assert [a.shape for a in seen[NpuSession]] == [(n, 3) for n in rows]
     for plain, npu in zip(*seen.values()):
         assert plain.tobytes() == npu.tobytes()
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 import npu_adapter
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError, PrecisionEmulationError
+from npu_adapter.passes import DEFAULT_PIPELINE
 from npu_adapter.testing.equivalence import run_graph_def
 from npu_bridge.estimator.npu import npu_scope
 
@@ -333,13 +334,16 @@ def test_gear_copies_are_emulated_too():
         tf.identity(tf.nn.relu(tf.matmul(x, w, name="mm")), name="out")
     options = {"input_shape": "data:-1,8", "dynamic_dims": "2;4", "dynamic_node_type": 1,
                "precision_mode": "force_fp16", "npu_adapter_emulate_precision": "on"}
-    result = npu_adapter.rewrite(g.as_graph_def(), options, fetches=["out:0"])
-    functions = {f.signature.name: f for f in result.graph_def.library.function}
+    # Before the backend's lowering: the CPU reference then keeps one body for every gear.
+    copies = npu_adapter.rewrite(g.as_graph_def(), options, fetches=["out:0"],
+                                 pipeline=DEFAULT_PIPELINE.replace(",lower", ""))
+    functions = {f.signature.name: f for f in copies.graph_def.library.function}
     gears = sorted(n for n in functions if "_gear_" in n)
     assert gears == ["GeOp1_0_gear_0", "GeOp1_0_gear_1"]
     for name in gears:
         mm = next(n for n in functions[name].node_def if n.name == "mm")
         assert mm.attr["T"].type == tf.float16.as_datatype_enum
+    result = npu_adapter.rewrite(g.as_graph_def(), options, fetches=["out:0"])
     xv = rng.randn(4, 8).astype(np.float32)
     got = run_graph_def(result.graph_def, [result.tensor_map["out:0"]], {"data": xv})[0]
     w16 = tf.make_ndarray(next(n for n in g.as_graph_def().node if n.op == "Const")

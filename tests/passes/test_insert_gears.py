@@ -70,6 +70,24 @@ def test_every_gear_computes_what_plain_tensorflow_computes(rows):
                                   run_graph_def(_graph(), ["out:0"], feeds)[0])
 
 
+def test_the_cpu_reference_lowers_every_gear_to_one_body():
+    """The CPU lowering keeps the dispatcher's checks and its Case calls one shape-polymorphic
+    body for every gear (the first copy, unpinned), so a random op keeps one state across
+    gears."""
+    ctx = PassContext(config=NpuConfig.from_dict(GEARS))
+    pipeline = PassManager.from_pipeline("mark_candidates,cluster,encapsulate,insert_gears,lower")
+    out = pipeline.run(_graph(), ctx).graph_def
+    functions = {f.signature.name: f for f in out.library.function}
+    assert sorted(functions) == ["GeOp1_0", "GeOp1_0_gear_0"]
+    assert not any(n.op == "EnsureShape" for n in functions["GeOp1_0_gear_0"].node_def)
+    (case,) = [n for n in functions["GeOp1_0"].node_def if n.op == "Case"]
+    assert [f.name for f in case.attr["branches"].list.func] == ["GeOp1_0_gear_0"]
+    assert case.input[0].startswith("gear_index:")  # (it waits for the checks)
+    again = pipeline.run(_graph(), PassContext(config=NpuConfig.from_dict(GEARS))).graph_def
+    assert again.SerializeToString(deterministic=True) == \
+        out.SerializeToString(deterministic=True)
+
+
 def test_a_shape_in_no_gear_is_a_named_error():
     ctx = PassContext(config=NpuConfig.from_dict(GEARS))
     out = PassManager.from_pipeline(

@@ -15,10 +15,12 @@ its state by its ``shared_name``, which the session sets to the user's node name
 user's node are one state. A ``OneShotIterator`` refuses a ``shared_name``: it runs in the outer
 graph under its own name (:meth:`CpuReferenceBackend.outside_cluster_reason`). Graph inputs
 (``Placeholder``) stay on the host: the session feeds them, as the original sees fed tensors as
-``_Arg`` nodes.
+``_Arg`` nodes. Every gear of a cluster runs the cluster's one shape-polymorphic body
+(:mod:`npu_adapter.backends.cpu.gears`), so its random ops keep one state whatever the gear.
 """
 
 from npu_adapter.backends.base import Backend
+from npu_adapter.backends.cpu.gears import call_one_body
 from npu_adapter.graph.state import is_state_owner, name_state_of_copies
 from npu_adapter.vocabulary import GEOP_OP
 
@@ -104,7 +106,8 @@ class CpuReferenceBackend(Backend):
         config = ctx.config if ctx is not None else None
         isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
         # (Always a new graph here: lower_to_function_calls copies its input.)
-        return name_state_of_copies(lower_to_function_calls(graph_def, isolate=isolate))
+        lowered = call_one_body(lower_to_function_calls(graph_def, isolate=isolate))
+        return name_state_of_copies(lowered)
 
     def available(self):
         return True, "runs anywhere TensorFlow runs"
