@@ -47,7 +47,6 @@ __all__ = [
     "xla_constant_folding_disabled",
 ]
 
-_OP_DEF_GET = "tensorflow.python.framework.op_def_registry.get"
 _KERNELS_FOR_OP = "tensorflow.python.framework.kernels.get_registered_kernels_for_op"
 _PY_FUNCS = "tensorflow.python.ops.script_ops._py_funcs"
 _SET_ATTR = "tensorflow.python.framework.ops.Operation._set_attr"
@@ -70,7 +69,6 @@ _FETCH_MAPPER = "tensorflow.python.client.session._FetchMapper"
 _SESSION_HANDLE = "BaseSession._session (an instance attribute its __init__ sets)"
 
 INTERNALS = {
-    _OP_DEF_GET: "the OpDef of an op type (edge dtypes, stateful ops, attr defaults)",
     _KERNELS_FOR_OP: "the kernels registered for an op (XLA compilability, CPU kernel dtypes, "
                      "whether this build has XLA)",
     _PY_FUNCS: "registering the callables of PyFunc nodes under our own tokens (cann cluster "
@@ -144,11 +142,23 @@ def find(name):
 
 # ---- ops and kernels -----------------------------------------------------------------------
 
-# No public API returns the OpDef of an op type: tf.raw_ops gives the Python wrappers only, and
-# tf.Operation.op_def needs an op built with valid inputs. Checked on 2.15 and 2.21.
+# The registry's OpDef of an op type, read through the public API: an exported MetaGraphDef
+# carries in meta_info_def.stripped_op_list a copy of the registered OpDef of every op type its
+# GraphDef uses (TensorFlow writes it so that a graph can be read back by another build), so a
+# GraphDef of one node of that type gives it; an op type this process does not know is left
+# out. The GraphDef is not checked when it is exported, so the node needs no inputs or attrs
+# (tf.Operation.op_def would need an op built with valid inputs; tf.raw_ops has the Python
+# wrappers only). The same OpDef as the registry's, for every op of tf.raw_ops and the internal
+# ones (_Arg, _Retval, _Send, ...) on TensorFlow 2.15 and 2.21; about 0.1 ms a call.
 def op_def(op_type):
     """The registered ``OpDef`` of ``op_type``, or None for an op this process does not know."""
-    return find(_OP_DEF_GET)(op_type)
+    import tensorflow as tf
+
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.node.add(name="op", op=op_type)
+    meta_graph = tf.compat.v1.train.export_meta_graph(graph_def=graph_def, graph=tf.Graph())
+    found = meta_graph.meta_info_def.stripped_op_list.op
+    return found[0] if found else None
 
 
 # No public API lists the kernels of an op with their device and dtype constraints

@@ -72,16 +72,6 @@ def _needs_estimator():
         pytest.skip(f"TensorFlow {tf.__version__} has no tf.estimator (removed in 2.16)")
 
 
-@check("tensorflow.python.framework.op_def_registry.get")
-def check_op_def():
-    op_def = tf_compat.op_def("MatMul")
-    assert op_def.name == "MatMul"
-    assert [a.name for a in op_def.input_arg] == ["a", "b"]
-    assert "T" in [a.name for a in op_def.attr] and not op_def.is_stateful
-    assert tf_compat.op_def("VarHandleOp").is_stateful
-    assert tf_compat.op_def("NpuAdapterNoSuchOp") is None
-
-
 @check("tensorflow.python.framework.kernels.get_registered_kernels_for_op")
 def check_kernels():
     kernels = tf_compat.registered_kernels("MatMul").kernel
@@ -376,6 +366,23 @@ def test_a_missing_name_is_a_clear_error(monkeypatch, name):
     with pytest.raises(tf_compat.TensorFlowInternalsError, match=_moved(
             "Keras 2 (tf_keras) Dropout._get_noise_shape") + "the noise shape"):
         tf_compat.keras_noise_shape(object(), None)
+
+
+# ---- what public API serves ------------------------------------------------------------------
+
+def test_op_def_is_the_registered_one():
+    """tf_compat.op_def reads the OpDef through an exported MetaGraphDef: the one an op built
+    with that type reports, None for an unknown type."""
+    graph = tf.Graph()
+    with graph.as_default():
+        product = tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]))
+        handle = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[])
+    op_def = tf_compat.op_def("MatMul")
+    assert op_def == product.op.op_def
+    assert [a.name for a in op_def.input_arg] == ["a", "b"] and not op_def.is_stateful
+    assert tf_compat.op_def("VarHandleOp") == handle.op.op_def and handle.op.op_def.is_stateful
+    assert tf_compat.op_def("_Retval").name == "_Retval"  # an internal op type too
+    assert tf_compat.op_def("NpuAdapterNoSuchOp") is None
 
 
 # ---- nothing else reaches into TensorFlow ----------------------------------------------------
