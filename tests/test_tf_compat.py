@@ -299,16 +299,14 @@ def check_legacy_keras_backend():
         assert callable(getattr(backend, name)), name
 
 
-@check("tensorflow.python.pywrap_tfe.TF_GetXlaConstantFoldingDisabled")
-@check("tensorflow.python.pywrap_tfe.TF_SetXlaConstantFoldingDisabled")
-def check_xla_flag_access():
-    before = tf_compat.xla_constant_folding_disabled()
+@check("tensorflow.python.pywrap_tfe.TF_SetTfXlaCpuGlobalJit")
+def check_xla_flag_swap():
+    before = tf_compat.swap_xla_cpu_global_jit(False)
     try:
-        tf_compat.set_xla_constant_folding_disabled(not before)
-        assert tf_compat.xla_constant_folding_disabled() is (not before)
+        assert tf_compat.swap_xla_cpu_global_jit(True) is False
+        assert tf_compat.swap_xla_cpu_global_jit(True) is True
     finally:
-        tf_compat.set_xla_constant_folding_disabled(before)
-    assert tf_compat.xla_constant_folding_disabled() is before
+        tf_compat.swap_xla_cpu_global_jit(before)
 
 
 @check("tensorflow.python.client.session._FetchMapper")
