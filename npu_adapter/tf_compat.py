@@ -29,7 +29,6 @@ __all__ = [
     "freeze_function",
     "keras_noise_shape",
     "legacy_keras_backend",
-    "mark_session_refused",
     "one_device_extended",
     "op_def",
     "register_proto_function",
@@ -64,7 +63,6 @@ _WHILE_CONTEXT = "tensorflow.python.ops.control_flow_ops.WhileContext"
 _LEGACY_KERAS_BACKEND = "tensorflow.python.keras.backend"
 _SWAP_XLA_GLOBAL_JIT = "tensorflow.python.pywrap_tfe.TF_SetTfXlaCpuGlobalJit"
 _FETCH_MAPPER = "tensorflow.python.client.session._FetchMapper"
-_SESSION_HANDLE = "BaseSession._session (an instance attribute its __init__ sets)"
 
 INTERNALS = {
     _KERNELS_FOR_OP: "the kernels registered for an op (XLA compilability, CPU kernel dtypes, "
@@ -96,8 +94,6 @@ INTERNALS = {
                           "(graph_compiler_cache_dir on the xla backend)",
     _FETCH_MAPPER: "taking a run's fetch structure apart and building its results, by "
                    "TensorFlow's own rules (registered fetch conversions included)",
-    _SESSION_HANDLE: "a session refused for its NPU options is deleted without an "
-                     "AttributeError from BaseSession.__del__",
 }
 """Every non-public TensorFlow name the project uses -> what it is used for."""
 
@@ -358,9 +354,11 @@ def base_session():
 
 # The BaseSession methods npu_adapter.install replaces. All are public but one: the Keras
 # backend (tf_keras, and TensorFlow's legacy Keras) runs models through
-# _make_callable_from_options, so a session that rewrites must serve it too.
-SESSION_METHODS = ("__init__", "run", "close", "make_callable", "_make_callable_from_options",
-                   "partial_run_setup", "partial_run")
+# _make_callable_from_options, so a session that rewrites must serve it too. __del__ is
+# replaced so that a session refused for its NPU options, whose BaseSession.__init__ never ran,
+# is deleted without TensorFlow's __del__ reading what that __init__ sets.
+SESSION_METHODS = ("__init__", "__del__", "run", "close", "make_callable",
+                   "_make_callable_from_options", "partial_run_setup", "partial_run")
 _TF_SESSION_METHODS = {}
 
 
@@ -380,16 +378,6 @@ def tf_session_method(name):
 def while_context():
     """TensorFlow's TF1 while-loop builder class (``control_flow_ops.WhileContext``)."""
     return find(_WHILE_CONTEXT)
-
-
-# BaseSession.__del__ reads self._session, which only BaseSession.__init__ sets. An NPU session
-# whose options are refused raises before TensorFlow's __init__ runs (so that no TensorFlow
-# session exists for it), and without this its deletion would print an AttributeError after
-# the user's clear error. TensorFlow's own __del__ then finds nothing to close. Checked on 2.15
-# and 2.21.
-def mark_session_refused(session):
-    """Make ``session``, whose ``BaseSession.__init__`` never ran, safe to delete."""
-    session.__dict__.setdefault("_session", None)
 
 
 # TF 1.15 scripts hand their session to Keras through tensorflow.python.keras.backend.set_session.
