@@ -57,7 +57,6 @@ _WARM_START = "tensorflow_estimator.python.estimator.estimator.Estimator._warm_s
 _OVERRIDE_CHECK = ("tensorflow_estimator.python.estimator.estimator.Estimator."
                    "_assert_members_are_not_overridden")
 _NOISE_SHAPE = "Keras 2 (tf_keras) Dropout._get_noise_shape"
-_BASE_SESSION = "tensorflow.python.client.session.BaseSession"
 _CALLABLE_FROM_OPTIONS = "tensorflow.python.client.session.BaseSession._make_callable_from_options"
 _WHILE_CONTEXT = "tensorflow.python.ops.control_flow_ops.WhileContext"
 _LEGACY_KERAS_BACKEND = "tensorflow.python.keras.backend"
@@ -85,7 +84,6 @@ INTERNALS = {
                      "tf.estimator)",
     _NOISE_SHAPE: "the noise shape of a Keras Dropout layer (SpatialDropout's included) in "
                   "npu_convert_dropout",
-    _BASE_SESSION: "making every TF1 session of the process an NPU session (npu_adapter.install)",
     _CALLABLE_FROM_OPTIONS: "serving the callables the Keras backend makes from an NPU session",
     _WHILE_CONTEXT: "loop sinking: iterations_per_loop steps in one TF1 while loop",
     _LEGACY_KERAS_BACKEND: "forwarding the TF 1.15 way of handing a session to Keras "
@@ -339,16 +337,24 @@ def keras_noise_shape(layer, inputs):
 # TensorFlow's own modules (MonitoredTrainingSession, SessionManager, tf.estimator, the Keras
 # backend) create their sessions through tensorflow.python.client.session, not through
 # tf.compat.v1.Session: only the common base class reaches every session of the process, as the
-# original adapter, a plugin of TensorFlow's runtime, does. The public classes' MRO names it.
-# Checked on 2.15 and 2.21.
+# original adapter, a plugin of TensorFlow's runtime, does. That class has no public name, but
+# it is reached through the public classes (their first base) and the methods replaced on it
+# are theirs, public but one (SESSION_METHODS): it is not a name of INTERNALS.
+# tests/test_tf_compat.py checks it on 2.15 and 2.21.
 def base_session():
     """TensorFlow's ``BaseSession``, the base of ``tf.compat.v1.Session`` and
     ``InteractiveSession``."""
     import tensorflow as tf
 
     base = tf.compat.v1.Session.__mro__[1]
-    if base.__name__ != "BaseSession" or not all(name in vars(base) for name in SESSION_METHODS):
-        raise _moved(_BASE_SESSION)
+    if "_make_callable_from_options" not in vars(base):
+        raise _moved(_CALLABLE_FROM_OPTIONS)
+    if not (issubclass(tf.compat.v1.InteractiveSession, base)
+            and all(name in vars(base) for name in SESSION_METHODS)):
+        raise TensorFlowInternalsError(
+            f"TensorFlow {tf.__version__} changed the base class of tf.compat.v1.Session: it "
+            f"does not define the session methods npu_adapter.install replaces "
+            f"({', '.join(SESSION_METHODS)})")
     return base
 
 

@@ -253,15 +253,6 @@ def check_noise_shape():
     assert [int(d) for d in spatial] == [4, 1, 3]
 
 
-@check("tensorflow.python.client.session.BaseSession")
-def check_base_session():
-    base = tf_compat.base_session()
-    assert issubclass(tf.compat.v1.Session, base) and issubclass(tf.compat.v1.InteractiveSession,
-                                                                 base)
-    for name in tf_compat.SESSION_METHODS:
-        assert callable(tf_compat.tf_session_method(name)), name
-
-
 @check("tensorflow.python.client.session.BaseSession._make_callable_from_options")
 def check_callable_from_options():
     from tensorflow.core.protobuf import config_pb2
@@ -371,6 +362,23 @@ def test_op_def_is_the_registered_one():
     assert tf_compat.op_def("VarHandleOp") == handle.op.op_def and handle.op.op_def.is_stateful
     assert tf_compat.op_def("_Retval").name == "_Retval"  # an internal op type too
     assert tf_compat.op_def("NpuAdapterNoSuchOp") is None
+
+
+def test_base_session_is_the_public_sessions_base():
+    """npu_adapter.install replaces methods of the class every TF1 session derives from,
+    reached through tf.compat.v1.Session: the sessions TensorFlow's own modules make too."""
+    base = tf_compat.base_session()
+    assert base.__name__ == "BaseSession" and base in tf.compat.v1.InteractiveSession.__mro__
+    for name in tf_compat.SESSION_METHODS:
+        assert callable(tf_compat.tf_session_method(name)), name
+    graph = tf.Graph()
+    with graph.as_default():
+        init = tf.no_op()
+    session = tf.compat.v1.train.SessionManager(graph=graph).prepare_session("", init_op=init)
+    try:
+        assert isinstance(session, base)
+    finally:
+        session.close()
 
 
 # ---- nothing else reaches into TensorFlow ----------------------------------------------------
