@@ -24,7 +24,6 @@ __all__ = [
     "TensorFlowInternalsError",
     "attr_scope",
     "base_session",
-    "fetch_mapper",
     "find",
     "freeze_function",
     "keras_noise_shape",
@@ -61,7 +60,6 @@ _CALLABLE_FROM_OPTIONS = "tensorflow.python.client.session.BaseSession._make_cal
 _WHILE_CONTEXT = "tensorflow.python.ops.control_flow_ops.WhileContext"
 _LEGACY_KERAS_BACKEND = "tensorflow.python.keras.backend"
 _SWAP_XLA_GLOBAL_JIT = "tensorflow.python.pywrap_tfe.TF_SetTfXlaCpuGlobalJit"
-_FETCH_MAPPER = "tensorflow.python.client.session._FetchMapper"
 
 INTERNALS = {
     _KERNELS_FOR_OP: "the kernels registered for an op (XLA compilability, CPU kernel dtypes, "
@@ -90,8 +88,6 @@ INTERNALS = {
                            "(its set_session) to the Keras that models use",
     _SWAP_XLA_GLOBAL_JIT: "telling whether TensorFlow reads TF_XLA_FLAGS now or did before "
                           "(graph_compiler_cache_dir on the xla backend)",
-    _FETCH_MAPPER: "taking a run's fetch structure apart and building its results, by "
-                   "TensorFlow's own rules (registered fetch conversions included)",
 }
 """Every non-public TensorFlow name the project uses -> what it is used for."""
 
@@ -397,17 +393,3 @@ def legacy_keras_backend():
         return importlib.import_module(_LEGACY_KERAS_BACKEND)
     except ImportError:
         return None
-
-
-# Session.run takes any structure of fetches (lists, tuples, namedtuples, dicts, attrs classes,
-# SparseTensor, IndexedSlices, RaggedTensor and every type registered with
-# register_session_run_conversion_functions, such as get_variable's lazy regularization
-# losses) and builds the results in that structure. An NPU session runs the elements of that
-# structure on another graph, so it needs the structure taken apart and rebuilt exactly as
-# TensorFlow does; no public API exposes that logic. Checked on 2.15 and 2.21.
-def fetch_mapper(graph, fetches):
-    """TensorFlow's fetch mapper of ``fetches`` in ``graph``: ``unique_fetches()`` gives the
-    tensors and operations to run, ``build_results(values)`` the user's structure. Raises
-    TensorFlow's own errors for a fetch it cannot interpret."""
-    with graph.as_default():
-        return find(_FETCH_MAPPER).for_fetch(fetches)

@@ -300,19 +300,6 @@ def check_xla_flag_swap():
         tf_compat.swap_xla_cpu_global_jit(before)
 
 
-@check("tensorflow.python.client.session._FetchMapper")
-def check_fetch_mapper():
-    graph = tf.Graph()
-    with graph.as_default():
-        a = tf.constant(1.0, name="a")
-        tf.constant(2.0, name="b")
-    mapper = tf_compat.fetch_mapper(graph, {"x": [a, "b:0"], "y": (a,)})
-    assert [t.name for t in mapper.unique_fetches()] == ["a:0", "b:0"]
-    assert mapper.build_results([1.0, 2.0]) == {"x": [1.0, 2.0], "y": (1.0,)}
-    with pytest.raises(TypeError):
-        tf_compat.fetch_mapper(graph, None)
-
-
 def test_every_internal_has_a_check():
     assert sorted(CHECKS) == sorted(tf_compat.INTERNALS)
 
