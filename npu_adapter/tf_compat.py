@@ -10,6 +10,11 @@ them with their purpose; ``tests/test_tf_compat.py`` checks every one on the ins
 
 At run time a missing name raises :class:`TensorFlowInternalsError` with the same sentence.
 Modules are imported when first needed: importing this module costs nothing.
+
+Two functions here reach what they need through public API, by a route that depends on how
+TensorFlow is built rather than on what it documents: :func:`op_def` (through an exported
+MetaGraphDef) and :func:`base_session` (the base class of ``tf.compat.v1.Session``). They are
+not in :data:`INTERNALS`, but they live here and are checked by the same test.
 """
 
 import contextlib
