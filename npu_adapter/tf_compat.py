@@ -10,6 +10,11 @@ them with their purpose; ``tests/test_tf_compat.py`` checks every one on the ins
 
 At run time a missing name raises :class:`TensorFlowInternalsError` with the same sentence.
 Modules are imported when first needed: importing this module costs nothing.
+
+Two functions here reach what they need through public API, by a route that depends on how
+TensorFlow is built rather than on what it documents: :func:`op_def` (through an exported
+MetaGraphDef) and :func:`base_session` (the base class of ``tf.compat.v1.Session``). They are
+not in :data:`INTERNALS`, but they live here and are checked by the same test.
 """
 
 import contextlib
@@ -24,12 +29,10 @@ __all__ = [
     "TensorFlowInternalsError",
     "attr_scope",
     "base_session",
-    "fetch_mapper",
     "find",
     "freeze_function",
     "keras_noise_shape",
     "legacy_keras_backend",
-    "mark_session_refused",
     "one_device_extended",
     "op_def",
     "register_proto_function",
@@ -39,15 +42,13 @@ __all__ = [
     "saver_builder_waiting_for",
     "set_estimator_override_check",
     "set_op_attr",
-    "set_xla_constant_folding_disabled",
+    "swap_xla_cpu_global_jit",
     "tf_session_method",
     "unregister_py_func",
     "warm_start_settings",
     "while_context",
-    "xla_constant_folding_disabled",
 ]
 
-_OP_DEF_GET = "tensorflow.python.framework.op_def_registry.get"
 _KERNELS_FOR_OP = "tensorflow.python.framework.kernels.get_registered_kernels_for_op"
 _PY_FUNCS = "tensorflow.python.ops.script_ops._py_funcs"
 _SET_ATTR = "tensorflow.python.framework.ops.Operation._set_attr"
@@ -60,17 +61,12 @@ _WARM_START = "tensorflow_estimator.python.estimator.estimator.Estimator._warm_s
 _OVERRIDE_CHECK = ("tensorflow_estimator.python.estimator.estimator.Estimator."
                    "_assert_members_are_not_overridden")
 _NOISE_SHAPE = "Keras 2 (tf_keras) Dropout._get_noise_shape"
-_BASE_SESSION = "tensorflow.python.client.session.BaseSession"
 _CALLABLE_FROM_OPTIONS = "tensorflow.python.client.session.BaseSession._make_callable_from_options"
 _WHILE_CONTEXT = "tensorflow.python.ops.control_flow_ops.WhileContext"
 _LEGACY_KERAS_BACKEND = "tensorflow.python.keras.backend"
-_GET_XLA_FOLDING = "tensorflow.python.pywrap_tfe.TF_GetXlaConstantFoldingDisabled"
-_SET_XLA_FOLDING = "tensorflow.python.pywrap_tfe.TF_SetXlaConstantFoldingDisabled"
-_FETCH_MAPPER = "tensorflow.python.client.session._FetchMapper"
-_SESSION_HANDLE = "BaseSession._session (an instance attribute its __init__ sets)"
+_SWAP_XLA_GLOBAL_JIT = "tensorflow.python.pywrap_tfe.TF_SetTfXlaCpuGlobalJit"
 
 INTERNALS = {
-    _OP_DEF_GET: "the OpDef of an op type (edge dtypes, stateful ops, attr defaults)",
     _KERNELS_FOR_OP: "the kernels registered for an op (XLA compilability, CPU kernel dtypes, "
                      "whether this build has XLA)",
     _PY_FUNCS: "registering the callables of PyFunc nodes under our own tokens (cann cluster "
@@ -91,19 +87,12 @@ INTERNALS = {
                      "tf.estimator)",
     _NOISE_SHAPE: "the noise shape of a Keras Dropout layer (SpatialDropout's included) in "
                   "npu_convert_dropout",
-    _BASE_SESSION: "making every TF1 session of the process an NPU session (npu_adapter.install)",
     _CALLABLE_FROM_OPTIONS: "serving the callables the Keras backend makes from an NPU session",
     _WHILE_CONTEXT: "loop sinking: iterations_per_loop steps in one TF1 while loop",
     _LEGACY_KERAS_BACKEND: "forwarding the TF 1.15 way of handing a session to Keras "
                            "(its set_session) to the Keras that models use",
-    _GET_XLA_FOLDING: "telling whether TensorFlow reads TF_XLA_FLAGS now or did before "
-                      "(graph_compiler_cache_dir on the xla backend)",
-    _SET_XLA_FOLDING: "restoring the TF_XLA_FLAGS value read to tell when TensorFlow reads "
-                      "TF_XLA_FLAGS (graph_compiler_cache_dir on the xla backend)",
-    _FETCH_MAPPER: "taking a run's fetch structure apart and building its results, by "
-                   "TensorFlow's own rules (registered fetch conversions included)",
-    _SESSION_HANDLE: "a session refused for its NPU options is deleted without an "
-                     "AttributeError from BaseSession.__del__",
+    _SWAP_XLA_GLOBAL_JIT: "telling whether TensorFlow reads TF_XLA_FLAGS now or did before "
+                          "(graph_compiler_cache_dir on the xla backend)",
 }
 """Every non-public TensorFlow name the project uses -> what it is used for."""
 
@@ -144,11 +133,23 @@ def find(name):
 
 # ---- ops and kernels -----------------------------------------------------------------------
 
-# No public API returns the OpDef of an op type: tf.raw_ops gives the Python wrappers only, and
-# tf.Operation.op_def needs an op built with valid inputs. Checked on 2.15 and 2.21.
+# The registry's OpDef of an op type, read through the public API: an exported MetaGraphDef
+# carries in meta_info_def.stripped_op_list a copy of the registered OpDef of every op type its
+# GraphDef uses (TensorFlow writes it so that a graph can be read back by another build), so a
+# GraphDef of one node of that type gives it; an op type this process does not know is left
+# out. The GraphDef is not checked when it is exported, so the node needs no inputs or attrs
+# (tf.Operation.op_def would need an op built with valid inputs; tf.raw_ops has the Python
+# wrappers only). The same OpDef as the registry's, for every op of tf.raw_ops and the internal
+# ones (_Arg, _Retval, _Send, ...) on TensorFlow 2.15 and 2.21; about 0.1 ms a call.
 def op_def(op_type):
     """The registered ``OpDef`` of ``op_type``, or None for an op this process does not know."""
-    return find(_OP_DEF_GET)(op_type)
+    import tensorflow as tf
+
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.node.add(name="op", op=op_type)
+    meta_graph = tf.compat.v1.train.export_meta_graph(graph_def=graph_def, graph=tf.Graph())
+    found = meta_graph.meta_info_def.stripped_op_list.op
+    return found[0] if found else None
 
 
 # No public API lists the kernels of an op with their device and dtype constraints
@@ -163,18 +164,13 @@ def registered_kernels(op_type):
 
 # TensorFlow parses TF_XLA_FLAGS once per process, all its flags at once, the first time any of
 # them is read (a session creating its devices reads them); no public API says whether that
-# happened, nor reads a flag back. These two read and set the parsed value of one of them,
-# --tf_xla_disable_constant_folding: reading it parses the flags if nothing did before.
-# Checked on 2.15 and 2.21.
-def xla_constant_folding_disabled():
-    """The parsed value of ``--tf_xla_disable_constant_folding`` (parsing ``TF_XLA_FLAGS``
-    now when TensorFlow has not yet)."""
-    return bool(find(_GET_XLA_FOLDING)())
-
-
-def set_xla_constant_folding_disabled(value):
-    """Set the parsed value of ``--tf_xla_disable_constant_folding``."""
-    find(_SET_XLA_FOLDING)(bool(value))
+# happened, nor reads a flag back. This setter of the parsed value of one of them,
+# --tf_xla_cpu_global_jit, returns the value it replaces, so one call both reads the flag
+# (parsing the flags if nothing did before) and sets it. Checked on 2.15 and 2.21.
+def swap_xla_cpu_global_jit(value):
+    """Set the parsed value of ``--tf_xla_cpu_global_jit`` to ``value`` (parsing
+    ``TF_XLA_FLAGS`` first when TensorFlow has not yet) and return the value it had."""
+    return bool(find(_SWAP_XLA_GLOBAL_JIT)(bool(value)))
 
 
 # ---- PyFunc tokens -------------------------------------------------------------------------
@@ -342,24 +338,34 @@ def keras_noise_shape(layer, inputs):
 # TensorFlow's own modules (MonitoredTrainingSession, SessionManager, tf.estimator, the Keras
 # backend) create their sessions through tensorflow.python.client.session, not through
 # tf.compat.v1.Session: only the common base class reaches every session of the process, as the
-# original adapter, a plugin of TensorFlow's runtime, does. The public classes' MRO names it.
-# Checked on 2.15 and 2.21.
+# original adapter, a plugin of TensorFlow's runtime, does. That class has no public name, but
+# it is reached through the public classes (their first base) and the methods replaced on it
+# are theirs, public but one (SESSION_METHODS): it is not a name of INTERNALS.
+# tests/test_tf_compat.py checks it on 2.15 and 2.21.
 def base_session():
     """TensorFlow's ``BaseSession``, the base of ``tf.compat.v1.Session`` and
     ``InteractiveSession``."""
     import tensorflow as tf
 
     base = tf.compat.v1.Session.__mro__[1]
-    if base.__name__ != "BaseSession" or not all(name in vars(base) for name in SESSION_METHODS):
-        raise _moved(_BASE_SESSION)
+    if "_make_callable_from_options" not in vars(base):
+        raise _moved(_CALLABLE_FROM_OPTIONS)
+    if not (issubclass(tf.compat.v1.InteractiveSession, base)
+            and all(name in vars(base) for name in SESSION_METHODS)):
+        raise TensorFlowInternalsError(
+            f"TensorFlow {tf.__version__} changed the base class of tf.compat.v1.Session: it "
+            f"does not define the session methods npu_adapter.install replaces "
+            f"({', '.join(SESSION_METHODS)})")
     return base
 
 
 # The BaseSession methods npu_adapter.install replaces. All are public but one: the Keras
 # backend (tf_keras, and TensorFlow's legacy Keras) runs models through
-# _make_callable_from_options, so a session that rewrites must serve it too.
-SESSION_METHODS = ("__init__", "run", "close", "make_callable", "_make_callable_from_options",
-                   "partial_run_setup", "partial_run")
+# _make_callable_from_options, so a session that rewrites must serve it too. __del__ is
+# replaced so that a session refused for its NPU options, whose BaseSession.__init__ never ran,
+# is deleted without TensorFlow's __del__ reading what that __init__ sets.
+SESSION_METHODS = ("__init__", "__del__", "run", "close", "make_callable",
+                   "_make_callable_from_options", "partial_run_setup", "partial_run")
 _TF_SESSION_METHODS = {}
 
 
@@ -381,16 +387,6 @@ def while_context():
     return find(_WHILE_CONTEXT)
 
 
-# BaseSession.__del__ reads self._session, which only BaseSession.__init__ sets. An NPU session
-# whose options are refused raises before TensorFlow's __init__ runs (so that no TensorFlow
-# session exists for it), and without this its deletion would print an AttributeError after
-# the user's clear error. TensorFlow's own __del__ then finds nothing to close. Checked on 2.15
-# and 2.21.
-def mark_session_refused(session):
-    """Make ``session``, whose ``BaseSession.__init__`` never ran, safe to delete."""
-    session.__dict__.setdefault("_session", None)
-
-
 # TF 1.15 scripts hand their session to Keras through tensorflow.python.keras.backend.set_session.
 # In TensorFlow 2.x that module is a legacy copy of Keras that tf.keras models never read: the
 # only way to make such a script's session reach its models is to forward that module's session
@@ -402,17 +398,3 @@ def legacy_keras_backend():
         return importlib.import_module(_LEGACY_KERAS_BACKEND)
     except ImportError:
         return None
-
-
-# Session.run takes any structure of fetches (lists, tuples, namedtuples, dicts, attrs classes,
-# SparseTensor, IndexedSlices, RaggedTensor and every type registered with
-# register_session_run_conversion_functions, such as get_variable's lazy regularization
-# losses) and builds the results in that structure. An NPU session runs the elements of that
-# structure on another graph, so it needs the structure taken apart and rebuilt exactly as
-# TensorFlow does; no public API exposes that logic. Checked on 2.15 and 2.21.
-def fetch_mapper(graph, fetches):
-    """TensorFlow's fetch mapper of ``fetches`` in ``graph``: ``unique_fetches()`` gives the
-    tensors and operations to run, ``build_results(values)`` the user's structure. Raises
-    TensorFlow's own errors for a fetch it cannot interpret."""
-    with graph.as_default():
-        return find(_FETCH_MAPPER).for_fetch(fetches)

@@ -72,16 +72,6 @@ def _needs_estimator():
         pytest.skip(f"TensorFlow {tf.__version__} has no tf.estimator (removed in 2.16)")
 
 
-@check("tensorflow.python.framework.op_def_registry.get")
-def check_op_def():
-    op_def = tf_compat.op_def("MatMul")
-    assert op_def.name == "MatMul"
-    assert [a.name for a in op_def.input_arg] == ["a", "b"]
-    assert "T" in [a.name for a in op_def.attr] and not op_def.is_stateful
-    assert tf_compat.op_def("VarHandleOp").is_stateful
-    assert tf_compat.op_def("NpuAdapterNoSuchOp") is None
-
-
 @check("tensorflow.python.framework.kernels.get_registered_kernels_for_op")
 def check_kernels():
     kernels = tf_compat.registered_kernels("MatMul").kernel
@@ -263,15 +253,6 @@ def check_noise_shape():
     assert [int(d) for d in spatial] == [4, 1, 3]
 
 
-@check("tensorflow.python.client.session.BaseSession")
-def check_base_session():
-    base = tf_compat.base_session()
-    assert issubclass(tf.compat.v1.Session, base) and issubclass(tf.compat.v1.InteractiveSession,
-                                                                 base)
-    for name in tf_compat.SESSION_METHODS:
-        assert callable(tf_compat.tf_session_method(name)), name
-
-
 @check("tensorflow.python.client.session.BaseSession._make_callable_from_options")
 def check_callable_from_options():
     from tensorflow.core.protobuf import config_pb2
@@ -309,39 +290,14 @@ def check_legacy_keras_backend():
         assert callable(getattr(backend, name)), name
 
 
-@check("tensorflow.python.pywrap_tfe.TF_GetXlaConstantFoldingDisabled")
-@check("tensorflow.python.pywrap_tfe.TF_SetXlaConstantFoldingDisabled")
-def check_xla_flag_access():
-    before = tf_compat.xla_constant_folding_disabled()
+@check("tensorflow.python.pywrap_tfe.TF_SetTfXlaCpuGlobalJit")
+def check_xla_flag_swap():
+    before = tf_compat.swap_xla_cpu_global_jit(False)
     try:
-        tf_compat.set_xla_constant_folding_disabled(not before)
-        assert tf_compat.xla_constant_folding_disabled() is (not before)
+        assert tf_compat.swap_xla_cpu_global_jit(True) is False
+        assert tf_compat.swap_xla_cpu_global_jit(True) is True
     finally:
-        tf_compat.set_xla_constant_folding_disabled(before)
-    assert tf_compat.xla_constant_folding_disabled() is before
-
-
-@check("tensorflow.python.client.session._FetchMapper")
-def check_fetch_mapper():
-    graph = tf.Graph()
-    with graph.as_default():
-        a = tf.constant(1.0, name="a")
-        tf.constant(2.0, name="b")
-    mapper = tf_compat.fetch_mapper(graph, {"x": [a, "b:0"], "y": (a,)})
-    assert [t.name for t in mapper.unique_fetches()] == ["a:0", "b:0"]
-    assert mapper.build_results([1.0, 2.0]) == {"x": [1.0, 2.0], "y": (1.0,)}
-    with pytest.raises(TypeError):
-        tf_compat.fetch_mapper(graph, None)
-
-
-@check("BaseSession._session (an instance attribute its __init__ sets)")
-def check_session_handle():
-    session = tf.compat.v1.Session()
-    assert "_session" in vars(session)
-    session.close()
-    refused = tf_compat.base_session().__new__(tf_compat.base_session())
-    tf_compat.mark_session_refused(refused)
-    refused.__del__()  # what garbage collection calls: no AttributeError
+        tf_compat.swap_xla_cpu_global_jit(before)
 
 
 def test_every_internal_has_a_check():
@@ -376,6 +332,40 @@ def test_a_missing_name_is_a_clear_error(monkeypatch, name):
     with pytest.raises(tf_compat.TensorFlowInternalsError, match=_moved(
             "Keras 2 (tf_keras) Dropout._get_noise_shape") + "the noise shape"):
         tf_compat.keras_noise_shape(object(), None)
+
+
+# ---- what public API serves ------------------------------------------------------------------
+
+def test_op_def_is_the_registered_one():
+    """tf_compat.op_def reads the OpDef through an exported MetaGraphDef: the one an op built
+    with that type reports, None for an unknown type."""
+    graph = tf.Graph()
+    with graph.as_default():
+        product = tf.matmul(tf.ones([2, 2]), tf.ones([2, 2]))
+        handle = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[])
+    op_def = tf_compat.op_def("MatMul")
+    assert op_def == product.op.op_def
+    assert [a.name for a in op_def.input_arg] == ["a", "b"] and not op_def.is_stateful
+    assert tf_compat.op_def("VarHandleOp") == handle.op.op_def and handle.op.op_def.is_stateful
+    assert tf_compat.op_def("_Retval").name == "_Retval"  # an internal op type too
+    assert tf_compat.op_def("NpuAdapterNoSuchOp") is None
+
+
+def test_base_session_is_the_public_sessions_base():
+    """npu_adapter.install replaces methods of the class every TF1 session derives from,
+    reached through tf.compat.v1.Session: the sessions TensorFlow's own modules make too."""
+    base = tf_compat.base_session()
+    assert base.__name__ == "BaseSession" and base in tf.compat.v1.InteractiveSession.__mro__
+    for name in tf_compat.SESSION_METHODS:
+        assert callable(tf_compat.tf_session_method(name)), name
+    graph = tf.Graph()
+    with graph.as_default():
+        init = tf.no_op()
+    session = tf.compat.v1.train.SessionManager(graph=graph).prepare_session("", init_op=init)
+    try:
+        assert isinstance(session, base)
+    finally:
+        session.close()
 
 
 # ---- nothing else reaches into TensorFlow ----------------------------------------------------

@@ -79,8 +79,8 @@ def test_persistent_cache_cold_warm_changed_and_corrupted(tmp_path, cache_dir):
     assert cold["measured"] == 3 and cold["remembered"] == 0  # one decision per gear
     assert len(entries(cache_dir)) == 3 and len(decision_files(cache_dir)) == 3
     # Reading the flags left them as the user's, and no marker in the environment.
-    assert cold["folding_disabled"] is False
-    assert "constant_folding" not in cold["tf_xla_flags"]
+    assert cold["cpu_global_jit"] is False
+    assert "cpu_global_jit" not in cold["tf_xla_flags"]
 
     # A warm process compiles nothing (not even to check the cache) and measures nothing.
     warm = run_worker(tmp_path, "cache", cache_dir, 3.0)

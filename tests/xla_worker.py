@@ -59,6 +59,13 @@ def steady():
             "names": compiled_modules()}
 
 
+def _cpu_global_jit(tf_compat):
+    """The parsed value of the flag the cache's marker uses, left as it is."""
+    value = tf_compat.swap_xla_cpu_global_jit(False)
+    tf_compat.swap_xla_cpu_global_jit(value)
+    return value
+
+
 def cache(directory, scale, steps=3 * 14):
     from npu_adapter import tf_compat
     from npu_adapter.session import NpuSession
@@ -82,7 +89,7 @@ def cache(directory, scale, steps=3 * 14):
             "measured": stats.decisions_measured, "remembered": stats.decisions_remembered,
             "compiled_gears": sorted(label for label, why in cluster.decisions.items()
                                      if why.startswith("compiled")),
-            "folding_disabled": tf_compat.xla_constant_folding_disabled(),
+            "cpu_global_jit": _cpu_global_jit(tf_compat),
             "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", ""),
             "warnings": [str(w.message) for w in caught]}
 

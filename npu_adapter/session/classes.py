@@ -26,6 +26,7 @@ class _RunsThroughTheRunner:
     """The session methods an NPU session class takes from the hooks (as the installed
     ``BaseSession`` does)."""
 
+    __del__ = hooks.delete
     run = hooks.run
     close = hooks.close
     make_callable = hooks.make_callable

@@ -1,10 +1,9 @@
 """Fetch and feed structures of ``Session.run``, taken apart and moved to the execution graph.
 
 An NPU session runs the user's fetches on its execution graph. Fetch structures are taken apart
-and their results built by TensorFlow's own fetch mapper
-(:func:`npu_adapter.tf_compat.fetch_mapper`: nested lists, tuples, mappings, attrs classes,
-composite tensors, registered conversions, and TensorFlow's errors for anything else); the
-session runs the mapped elements. Feed keys are
+and their results built by TensorFlow 1's rules (:mod:`npu_adapter.session.fetch_structures`:
+nested lists, tuples, mappings, attrs classes, composite tensors, and TensorFlow's errors for
+anything else); the session runs the mapped elements. Feed keys are
 moved as TensorFlow reads them: a tuple key with a tuple value feeds each element, a composite
 key (``SparseTensor``, ``IndexedSlices``, ``RaggedTensor``) its component tensors; TensorFlow's
 run on the moved keys then checks the values, naming the user's tensors (the execution graph
@@ -13,11 +12,9 @@ holds them under their own names).
 
 import tensorflow as tf
 
-from npu_adapter import tf_compat
+from npu_adapter.session.fetch_structures import fetch_mapper
 
 __all__ = ["fetch_mapper", "flat_feeds", "feed_elements", "map_feeds", "shape_of"]
-
-fetch_mapper = tf_compat.fetch_mapper
 
 
 def flat_feeds(feed_dict):

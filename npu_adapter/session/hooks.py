@@ -11,16 +11,18 @@ carries nothing of ours and runs TensorFlow's own code, errors included.
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 
-from npu_adapter import distributed, tf_compat
+from npu_adapter import distributed
 from npu_adapter.session.runner import SessionRunner
 from npu_adapter.tf_compat import tf_session_method
 
-__all__ = ["HOOKS", "runner_of", "attach_runner", "new_runner", "npu_options", "npu_init", "run",
-           "close",
+__all__ = ["HOOKS", "runner_of", "attach_runner", "new_runner", "npu_options", "npu_init",
+           "delete", "run", "close",
            "make_callable", "make_callable_from_options", "partial_run_setup", "partial_run"]
 
 _RUNNER = "_npu_runner"
+_REFUSED = "_npu_refused"
 _TF_INIT = tf_session_method("__init__")
+_TF_DEL = tf_session_method("__del__")
 _TF_RUN = tf_session_method("run")
 _TF_CLOSE = tf_session_method("close")
 _TF_MAKE_CALLABLE = tf_session_method("make_callable")
@@ -70,7 +72,7 @@ def prepared_runner(session, target, graph, config):
         npu_config = npu_options(config)
         return None if npu_config is None else new_runner(npu_config, target, graph, config)
     except BaseException:
-        tf_compat.mark_session_refused(session)
+        session.__dict__[_REFUSED] = True  # see delete
         raise
 
 
@@ -98,6 +100,14 @@ def npu_init(self, target="", graph=None, config=None):
         # the original's process reaches HCCL; elsewhere the arguments stay as they are.
         target, config = distributed.session_target(target, config)
     start(self, runner, _TF_INIT, target, graph, config)
+
+
+def delete(self):
+    """``BaseSession.__del__``; a session refused for its options has nothing to delete (its
+    ``BaseSession.__init__`` never ran: TensorFlow's ``__del__`` would fail on what that sets,
+    after the user's clear error)."""
+    if not self.__dict__.get(_REFUSED):
+        _TF_DEL(self)
 
 
 def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -152,6 +162,7 @@ def partial_run(self, handle, fetches, feed_dict=None):
 
 HOOKS = {
     "__init__": npu_init,
+    "__del__": delete,
     "run": run,
     "close": close,
     "make_callable": make_callable,

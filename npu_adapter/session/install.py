@@ -1,7 +1,7 @@
 """Making every session TensorFlow opens an NPU session (what importing ``npu_bridge`` does).
 
 The original adapter is a plugin of TensorFlow's runtime, so every session of the process sees
-it. Here the hook is TensorFlow's own session class: :func:`install` replaces seven methods of
+it. Here the hook is TensorFlow's own session class: :func:`install` replaces eight methods of
 ``BaseSession`` (the base of ``tf.compat.v1.Session`` and ``InteractiveSession``,
 ``tf_compat.SESSION_METHODS``) with :mod:`npu_adapter.session.hooks`. Every session created
 afterwards whose config names ``NpuOptimizer`` is then an NPU session, however it is created — by

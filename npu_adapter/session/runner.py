@@ -196,7 +196,8 @@ class _Plan:
     """How to run one fetch structure with one set of feed keys.
 
     Attributes:
-        mapper: TensorFlow's fetch mapper of the user's fetch structure.
+        mapper: the :class:`~npu_adapter.session.fetch_structures.FetchMapper` of the
+            user's fetches.
         signature: its :class:`~npu_adapter.session.signatures.Signature`.
         program: the runtime's ``Program`` when the fed shapes select a variant, else None.
         fed_names: the fed tensor names in ``feed_dict`` order (None when a key is a tuple or a

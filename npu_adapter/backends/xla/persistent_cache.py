@@ -128,7 +128,7 @@ def activate(root):
         return True
 
 
-_FOLDING_FLAG = "--tf_xla_disable_constant_folding"
+_MARKER_FLAG = "--tf_xla_cpu_global_jit"
 
 
 def _flag_value(flags, name):
@@ -147,23 +147,21 @@ def _flags_read_now(flags):
     """Whether TensorFlow parses ``TF_XLA_FLAGS`` now (as this process set it), rather than
     having parsed it before: TensorFlow parses all its flags once, the first time one is read.
 
-    A marker tells which: the opposite of the user's ``--tf_xla_disable_constant_folding`` is
-    appended to ``TF_XLA_FLAGS`` and the flag read back (reading parses the flags if nothing
-    did yet). Reading the marker means the flags were parsed just now, the cache directory with
-    them; then the flag's parsed value is set back to the user's and the marker leaves the
-    environment. Nothing is compiled: a process whose cache is warm compiles nothing at all."""
+    A marker tells which: the opposite of the user's ``--tf_xla_cpu_global_jit`` (off unless
+    the user's flags say otherwise) is appended to ``TF_XLA_FLAGS``, then the flag's parsed
+    value is set to the user's, which returns the value it had (setting it parses the flags if
+    nothing did yet). Having had the marker means the flags were parsed just now, the cache
+    directory with them; the marker leaves the environment. Nothing is compiled: a process
+    whose cache is warm compiles nothing at all."""
     from npu_adapter import tf_compat
 
-    wanted = _flag_value(flags, _FOLDING_FLAG)
+    wanted = _flag_value(flags, _MARKER_FLAG)
     marked = os.environ["TF_XLA_FLAGS"]
-    os.environ["TF_XLA_FLAGS"] = f"{marked} {_FOLDING_FLAG}={str(not wanted).lower()}"
+    os.environ["TF_XLA_FLAGS"] = f"{marked} {_MARKER_FLAG}={str(not wanted).lower()}"
     try:
-        now = tf_compat.xla_constant_folding_disabled() != wanted
-        if now:
-            tf_compat.set_xla_constant_folding_disabled(wanted)
+        return tf_compat.swap_xla_cpu_global_jit(wanted) != wanted
     finally:
         os.environ["TF_XLA_FLAGS"] = marked
-    return now
 
 
 MIN_PERSISTENT_CACHE_VERSION = (2, 16)
