@@ -36,7 +36,7 @@ from bench.harness import (
 from npu_adapter.session import runner_of
 
 __all__ = ["NAME", "TITLE", "models_needed", "run", "worker_main", "FIRST_RUN_TARGET",
-           "WARM_TARGET", "RSS_TARGET"]
+           "TRAINING_FIRST_RUN_TARGET", "WARM_TARGET", "RSS_TARGET"]
 
 NAME = "fresh"
 TITLE = "First-run latency and peak RSS in fresh processes (NpuSession vs plain Session)"
@@ -56,6 +56,9 @@ WARM_MODELS = ("mobilenet_v2",)
 RUNS = 1
 
 FIRST_RUN_TARGET = Target("<= 1.3x", "ratio", 1.3)
+# A training graph's first run also builds the optimizer's update ops, whose rewrite is a larger
+# share of a small model's first step.
+TRAINING_FIRST_RUN_TARGET = Target("<= 1.5x", "ratio", 1.5)
 WARM_TARGET = Target("<= 1.1x", "ratio", 1.1)
 RSS_TARGET = Target("<= 1.3x", "ratio", 1.3)
 
@@ -169,7 +172,9 @@ def _model_rows(ctx, name, repeats, runs, samples, details):
     }
     details[name] = row_details
     rows = [make_row(name, f"first run, fresh process (n={repeats})", "s", first["npu"],
-                     baseline=first["plain"], target=FIRST_RUN_TARGET,
+                     baseline=first["plain"],
+                     target=TRAINING_FIRST_RUN_TARGET if name.endswith("_train")
+                     else FIRST_RUN_TARGET,
                      details={"processes_per_side": repeats})]
     if "warm" in samples:
         rows.append(make_row(name, f"first run, fresh process, warm disk cache (n={repeats})",

@@ -59,8 +59,8 @@ _CROSSING_TYPES = frozenset(list(_CROSS_RULE_REASON) + [t + REF_OFFSET for t in 
 _VARIABLE_OPS = frozenset({"Variable", "VariableV2", "VarHandleOp"})
 _ITERATOR_OPS = frozenset({"Iterator", "IteratorV2"})
 _GETNEXT_OPS = frozenset({"IteratorGetNext", "GetNext"})
-_ENTER_OPS = frozenset({"Enter", "RefEnter"})
-_EXIT_OPS = frozenset({"Exit", "RefExit"})
+ENTER_OPS = frozenset({"Enter", "RefEnter"})
+EXIT_OPS = frozenset({"Exit", "RefExit"})
 
 
 def _func_names(node):
@@ -305,10 +305,10 @@ def _compute_while_frames(view):
             if op in LOOP_BACK_EDGE_OPS:
                 continue
             f = frame_of[s]
-            if f and op in _EXIT_OPS:
+            if f and op in EXIT_OPS:
                 f = parent[f]
             break
-        if ops[i] in _ENTER_OPS:
+        if ops[i] in ENTER_OPS:
             key = (f, nodes[i].attr["frame_name"].s)
             if key not in child_ids:
                 child_ids[key] = len(parent)

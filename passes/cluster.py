@@ -7,7 +7,8 @@ attribute); candidates that end up in no cluster are re-annotated as host with t
 Algorithm:
 
 1. Contraction. Every node is a vertex of a :class:`~npu_adapter.graph.cycles.GraphCycles` DAG
-   (edges out of ``NextIteration`` are loop back edges and left out). Edges between two
+   (edges out of ``NextIteration`` are loop back edges and left out; in their place every
+   ``Enter`` of a loop is a producer of each of its ``Exit`` nodes). Edges between two
    candidates are contracted, in topological order of their source and repeated to a fixed
    point, whenever no other path joins the two ends — so no cluster can sit on a cycle. With
    lazy_recompile + enable_dp, edges out of an ``IteratorGetNext`` are not contracted (the GetNext
@@ -95,6 +96,57 @@ def cluster_name(graph_num, k):
     return f"GeOp{graph_num}_{k}"
 
 
+class _Condensed:
+    """The graph with every phase-1 group as one vertex, in a GraphCycles structure.
+
+    ``cnode[i]`` is node i's vertex; per vertex, ``candidate``, ``label``, ``blocked`` (an edge
+    out of it is not contracted), ``preds`` (its producers, in a dict for insertion order) and
+    ``order`` (Kahn's order, seeded in the original topological order).
+    """
+
+    def __init__(self, order, comp, preds_of, back, no_contract, candidate, labels):
+        index_of = {}
+        members_of = []
+        for i in order:
+            r = comp[i]
+            if r not in index_of:
+                index_of[r] = len(members_of)
+                members_of.append(r)
+        m = len(members_of)
+        self.cnode = cnode = [index_of[r] for r in comp]
+        succ_sets = [set() for _ in range(m)]
+        self.preds = preds_c = [{} for _ in range(m)]
+        self.blocked = blocked = [False] * m
+        for v in range(len(comp)):
+            cv = cnode[v]
+            if no_contract[v] and not back[v]:
+                blocked[cv] = True
+            if comp[v] != v:
+                continue  # joined in phase 1: every producer is in its own group
+            for u in preds_of[v]:
+                if back[u]:
+                    continue
+                cu = cnode[u]
+                if cu != cv:
+                    succ_sets[cu].add(cv)
+                    preds_c[cv][cu] = None
+        self.candidate = [candidate[r] for r in members_of]
+        self.label = [labels[r] for r in members_of]
+        indegree = [len(p) for p in preds_c]
+        self.order = c_order = [c for c in range(m) if indegree[c] == 0]
+        succ_lists = [sorted(s_) for s_ in succ_sets]
+        for c in c_order:
+            for d in succ_lists[c]:
+                indegree[d] -= 1
+                if indegree[d] == 0:
+                    c_order.append(d)
+        rank = [0] * m
+        for r_, c in enumerate(c_order):
+            rank[c] = r_
+        # (The successor sets and the predecessors are the DAG's: no copy of either.)
+        self.cycles = GraphCycles.from_edge_sets(rank, succ_sets, [set(p) for p in preds_c])
+
+
 class _Clusterer:
     """One clustering attempt over a fixed candidate set."""
 
@@ -109,36 +161,46 @@ class _Clusterer:
         self.block_getnext = block_getnext
 
     def run(self):
+        """The clusters (lists of node indices, largest first) and the candidates dropped from
+        every cluster, with their reasons."""
         view = self.view
-        nodes = view.nodes
-        ops = view.ops
-        n = len(nodes)
         order, remaining = view.topological_order(skip_back_edges=True)
         if remaining:
-            cycle = view.find_cycle() or [nodes[i].name for i in remaining[:10]]
+            cycle = view.find_cycle() or [view.nodes[i].name for i in remaining[:10]]
             raise RewriteError("Input graph has a cycle: " + " -> ".join(cycle),
                                code="Unimplemented")
-        candidate = self.candidate
-        labels = self.labels
-        block = self.block_getnext
-
-        # Phase 1, linear: a node whose producers all lie in one and the same group of its own
-        # kind joins it — candidates with candidates (same scope label), host nodes with host
-        # nodes (host groups only shrink the graph the cycle checks search; they never become
-        # clusters). No path can leave a convex group and come back into such a node (its every
-        # input is inside), so this needs no search; it absorbs chains and trees.
-        #
-        # ``comp[i]`` is the first node of i's group, and it stays flat (no chains to follow):
-        # a node joins the group of an earlier node, which was visited before and, being the
-        # first of its group, never joins another group afterwards.
-        comp = list(range(n))
-
         preds_of = view.predecessor_table()
-        back = [op in LOOP_BACK_EDGE_OPS for op in ops]
+        back = [op in LOOP_BACK_EDGE_OPS for op in view.ops]
+        into_exits = _loop_exit_edges(view)
+        if into_exits:
+            preds_of = [preds + into_exits[i] if i in into_exits else preds
+                        for i, preds in enumerate(preds_of)]
+            order = _topological_order(preds_of, back)
         # Per node, whether edges out of it are left out of the contraction: edges out of loop
         # back-edge sources are not in the DAG; edges out of an IteratorGetNext are not
         # contracted in lazy_recompile + enable_dp.
-        no_contract = [b or (block and op == "IteratorGetNext") for b, op in zip(back, ops)]
+        no_contract = [b or (self.block_getnext and op == "IteratorGetNext")
+                       for b, op in zip(back, view.ops)]
+        comp = self._absorb(order, preds_of, back, no_contract)
+        condensed = _Condensed(order, comp, preds_of, back, no_contract, self.candidate,
+                               self.labels)
+        parent, find = self._contract(condensed)
+        return self._clusters(condensed, parent, find)
+
+    def _absorb(self, order, preds_of, back, no_contract):
+        """Phase 1, linear: a node whose producers all lie in one and the same group of its own
+        kind joins it — candidates with candidates (same scope label), host nodes with host
+        nodes (host groups only shrink the graph the cycle checks search; they never become
+        clusters). No path can leave a convex group and come back into such a node (its every
+        input is inside), so this needs no search; it absorbs chains and trees.
+
+        Returns ``comp``: ``comp[i]`` is the first node of i's group, and it stays flat (no
+        chains to follow): a node joins the group of an earlier node, which was visited before
+        and, being the first of its group, never joins another group afterwards.
+        """
+        candidate = self.candidate
+        labels = self.labels
+        comp = list(range(len(candidate)))
         for dst in order:
             preds = preds_of[dst]
             if not preds:
@@ -160,54 +222,16 @@ class _Clusterer:
                     break
             if target is not None:
                 comp[dst] = target
+        return comp
 
-        # Phase 2: the condensed graph (phase-1 clusters and host nodes as single vertices) in a
-        # GraphCycles structure, and cycle-checked contraction of the remaining edges.
-        index_of = {}
-        members_of = []
-        for i in order:
-            r = comp[i]
-            if r not in index_of:
-                index_of[r] = len(members_of)
-                members_of.append(r)
-        m = len(members_of)
-        cnode = [index_of[r] for r in comp]
-        succ_sets = [set() for _ in range(m)]
-        preds_c = [{} for _ in range(m)]
-        c_blocked = [False] * m
-        for v in range(n):
-            cv = cnode[v]
-            if no_contract[v] and not back[v]:
-                c_blocked[cv] = True
-            if comp[v] != v:
-                continue  # joined in phase 1: every producer is in its own group
-            for u in preds_of[v]:
-                if back[u]:
-                    continue
-                cu = cnode[u]
-                if cu != cv:
-                    succ_sets[cu].add(cv)
-                    preds_c[cv][cu] = None
-        c_candidate = [candidate[r] for r in members_of]
-        c_label = [labels[r] for r in members_of]
-        # Kahn's order of the condensed DAG, seeded in the original topological order.
-        indegree = [len(p) for p in preds_c]
-        c_order = [c for c in range(m) if indegree[c] == 0]
-        head = 0
-        succ_lists = [sorted(s_) for s_ in succ_sets]
-        while head < len(c_order):
-            c = c_order[head]
-            head += 1
-            for d in succ_lists[c]:
-                indegree[d] -= 1
-                if indegree[d] == 0:
-                    c_order.append(d)
-        rank = [0] * m
-        for r_, c in enumerate(c_order):
-            rank[c] = r_
-        # (The successor sets and the predecessors are the DAG's: no copy of either.)
-        cycles = GraphCycles.from_edge_sets(rank, succ_sets, [set(p) for p in preds_c])
-
+    def _contract(self, condensed):
+        """Phase 2: cycle-checked contraction of the condensed graph's candidate edges, repeated
+        to a fixed point. Returns the union-find forest (``parent``) and its ``find``."""
+        cycles = condensed.cycles
+        c_candidate = condensed.candidate
+        c_label = condensed.label
+        preds_c = condensed.preds
+        m = len(c_candidate)
         parent = list(range(m))
 
         def find(x):
@@ -226,11 +250,12 @@ class _Clusterer:
         host = [not c for c in c_candidate]
         # The producers each candidate may contract with do not change between sweeps.
         contractible = []
-        for dst in c_order:
+        for dst in condensed.order:
             if c_candidate[dst]:
                 label = c_label[dst]
                 sources = [src for src in preds_c[dst]
-                           if c_candidate[src] and not c_blocked[src] and c_label[src] == label]
+                           if c_candidate[src] and not condensed.blocked[src]
+                           and c_label[src] == label]
                 if sources:
                     contractible.append((dst, sources))
         c_rank = cycles.rank
@@ -280,10 +305,17 @@ class _Clusterer:
                 if not settled:
                     unsettled.append(entry)
             contractible = unsettled
+        return parent, find
 
+    def _clusters(self, condensed, parent, find):
+        """The candidates grouped by their contracted vertex, largest first, lone NoOp/Identity
+        clusters dropped and independent clusters merged."""
+        nodes = self.view.nodes
+        candidate = self.candidate
+        cnode = condensed.cnode
         groups = {}
-        root = [c if parent[c] == c else find(c) for c in range(m)]
-        for i in range(n):
+        root = [c if parent[c] == c else find(c) for c in range(len(parent))]
+        for i in range(len(candidate)):
             if candidate[i]:
                 r = root[cnode[i]]
                 members = groups.get(r)
@@ -303,7 +335,7 @@ class _Clusterer:
                     kept.append((rep, members))
             clusters = kept
         if len(clusters) > 1:
-            clusters = self._merge(cycles, find, parent, clusters, dropped)
+            clusters = self._merge(condensed.cycles, find, parent, clusters, dropped)
         return [members for _, members in clusters], dropped
 
     def _merge(self, cycles, find, parent, clusters, dropped):
@@ -476,6 +508,60 @@ def variable_copies(view, names):
     return copies
 
 
+def _loop_exit_edges(view):
+    """Per ``Exit`` of a TF1 while loop, the ``Enter`` nodes of its frame, as extra producers.
+
+    Every value that enters a loop can reach every exit of it, but in the acyclic view (back edges
+    out of ``NextIteration`` left out) that path often does not exist: a gradient accumulator's
+    ``Exit`` depends on what the loop body adds only through its back edge. Without these edges a
+    cluster could feed a loop and also consume what leaves it (a cycle through the loop that
+    deadlocks the step). TensorFlow's own clustering for XLA lifts the edges into and out of a
+    frame onto one node per frame to the same effect.
+    """
+    frame_of, _, members = _rules.while_frames(view)
+    ops = view.ops
+    extra = {}
+    for f, nodes in members.items():
+        enters = [i for i in nodes if ops[i] in _rules.ENTER_OPS and frame_of[i] == f]
+        for i in nodes:
+            if ops[i] in _rules.EXIT_OPS:
+                extra[i] = enters
+    return extra
+
+
+def _ref_tied(view, dropped, cluster_of):
+    """The dropped candidates joined to a cluster member by a ref edge, in either direction."""
+    edge_type = view.edge_type
+    tied = []
+    for i in sorted(dropped):
+        ins = (slot for slot, (src, _) in enumerate(view.data_inputs[i]) if src in cluster_of)
+        outs = ((d, slot) for d, slot, _ in view.data_outputs[i] if d in cluster_of)
+        if any(is_ref_type(edge_type(i, slot) or 0) for slot in ins) or \
+                any(is_ref_type(edge_type(d, slot) or 0) for d, slot in outs):
+            tied.append(i)
+    return tied
+
+
+def _topological_order(preds_of, back):
+    """Kahn's order of the predecessor table without edges out of back-edge sources, seeded and
+    queued in GraphDef order (deterministic)."""
+    n = len(preds_of)
+    indegree = [0] * n
+    succ = [[] for _ in range(n)]
+    for dst, preds in enumerate(preds_of):
+        for src in preds:
+            if not back[src]:
+                indegree[dst] += 1
+                succ[src].append(dst)
+    order = [i for i in range(n) if indegree[i] == 0]
+    for i in order:
+        for dst in succ[i]:
+            indegree[dst] -= 1
+            if indegree[dst] == 0:
+                order.append(dst)
+    return order
+
+
 def _atomic_groups(view):
     frame_of, parent, members = _rules.while_frames(view)
     groups = []
@@ -524,7 +610,8 @@ class ClusterPass(PassBase):
         ipl = int(config.iterations_per_loop)
         enable_dp = bool(config.enable_data_pre_proc)
 
-        for _attempt in range(len(groups) + 1):
+        # Each attempt after the first moves at least one more candidate to the host.
+        for _attempt in range(sum(candidate) + 1):
             clusterer = _Clusterer(view, candidate, mix=mix, lazy=lazy, labels=labels,
                                    block_getnext=graph_config.is_dynamic_getnext)
             clusters, dropped = clusterer.run()
@@ -543,9 +630,15 @@ class ClusterPass(PassBase):
                 clusters = ranked[:max_clusters]
             cluster_of = {i: k for k, members in enumerate(clusters) for i in members}
             broken = _group_split(groups, cluster_of, candidate)
-            if not broken:
+            ref_tied = _ref_tied(view, dropped, cluster_of)
+            if not broken and not ref_tied:
                 break
             # A loop or cond region would be split: keep it wholly on the host and start over.
+            # A dropped candidate tied to a cluster by a ref edge (a ref variable and its update
+            # split by full offload's largest cluster) is a host node from now on: the infection
+            # below then takes the other end of every ref edge to the host as well, so the
+            # variable, its reads and its updates stay together, as ref edges never cross the
+            # boundary.
             moved = []
             for reason, members in broken:
                 for i in members:
@@ -553,6 +646,11 @@ class ClusterPass(PassBase):
                         candidate[i] = False
                         reasons[i] = reason
                         moved.append(i)
+            for i in ref_tied:
+                if candidate[i]:
+                    candidate[i] = False
+                    reasons[i] = dropped[i]
+                    moved.append(i)
             _rules.infect(view, candidate, reasons, moved, iterations_per_loop=ipl,
                           enable_dp=enable_dp)
             self._release_orphan_consts(view, candidate, reasons)
@@ -567,7 +665,9 @@ class ClusterPass(PassBase):
             for i in members:
                 names[i] = name
         copies = {}
-        if names and mix and config.variable_placement != "Host" and \
+        # Several clusters kept (mix mode, or lazy_recompile): each cluster that reads a
+        # variable through a ref or resource edge gets its own copy, shared by name.
+        if names and (mix or lazy) and config.variable_placement != "Host" and \
                 not ctx.backend.keeps_state_on_host:
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.backend, groups) if names else {}

@@ -96,6 +96,10 @@ def render_build():
                 ' + glob(["tests/fakes/**/*.py", "tests/data/*"])')
         if test.stem.startswith("test_distributed_"):
             data += ' + glob(["tests/ranks/*.py"])'  # the rank scripts those tests launch
+        if test.stem in ("test_docs", "test_readme", "test_compat_options"):
+            # the pages they read, and the files the pages link to or run
+            data += (' + ["README.md", "LICENSE", ".ci/run"]'
+                     ' + glob(["docs/**", "bench/*.md", "examples/**"])')
         out.append(
             f'py_test(\n    name = "{test.stem}",\n    srcs = ["{rel}"],\n'
             f'    data = {data},\n'

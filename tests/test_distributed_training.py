@@ -73,6 +73,7 @@ def _check_training(tmp_path, size):
     kernel = np.full((x.shape[1], 1), 0.1)
     keras_kernel = kernel - 0.1 * (2.0 / len(x) * x.T @ (x @ kernel - y))
     keras_bias = -0.1 * (2.0 / len(x) * np.sum(x @ kernel - y))
+    ref_adam = training_model.ref_adam_single_process(size, plain_session_class())
     worst = 0.0
     for rank in range(size):
         with np.load(tmp_path / f"rank{rank}.npz") as data:
@@ -97,6 +98,8 @@ def _check_training(tmp_path, size):
         # The callback gave every rank rank 0's kernel (0.1) before the averaged step.
         np.testing.assert_allclose(got["keras_kernel"], keras_kernel, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got["keras_bias"], [keras_bias], rtol=1e-5, atol=1e-6)
+        # TF1 ref variables with Adam, a step split between host and device, the broadcast.
+        np.testing.assert_allclose(got["ref_adam_weights"], ref_adam, rtol=1e-5, atol=1e-6)
         info = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert info == {"rank_id": rank, "rank_size": size, "local_rank_id": rank,
                         "local_rank_size": size}

@@ -288,6 +288,31 @@ def test_v1_while_loop_with_a_host_node_stays_wholly_on_host():
     assert {"mul", "out"} <= set(res.clusters[0].nodes)
 
 
+def test_a_training_step_through_a_v1_while_loop_and_a_host_op_matches_plain_tensorflow():
+    """The loss reads a loop's result through Lgamma (not on the device list); its gradient runs
+    back through the loop into the update. The cluster feeds the gradient loop and the update
+    after it, and must not also hold the train NoOp that waits for that update."""
+    from npu_adapter.config import NpuConfig
+    from npu_adapter.session import NpuSession, plain_session_class
+
+    def losses(session_class):
+        g = tf.Graph()
+        with g.as_default(), control_flow_v1():
+            x = tf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+            v = tf1.Variable(np.linspace(0.5, 1.5, 4, dtype=np.float32), use_resource=True)
+            w = tf1.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, tf.math.tanh(a + v)),
+                               [0, x], name="loop")[1]
+            loss = tf.reduce_mean(tf.square(tf.math.lgamma(w)))
+            train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            init = tf1.global_variables_initializer()
+        with session_class(graph=g, config=NpuConfig.from_dict({}).to_config_proto()) as sess:
+            sess.run(init)
+            return [sess.run([loss, train])[0] for _ in range(3)] + [sess.run(v)]
+
+    for ours, plain in zip(losses(NpuSession), losses(plain_session_class())):
+        np.testing.assert_array_equal(ours, plain)
+
+
 def _if_graph(branch_op="Greater"):
     """A scenario of the original's tests: _Arg → Greater(·, Const) → If(Greater, _Arg) →
     _Retval with branches that use Const/Greater (and an If in the else branch)."""

@@ -420,3 +420,20 @@ def test_node_table_sorts_in_chromium(dumped):
     causes = [info["cause"] for info in dumped.report["nodes"].values() if "cause" in info]
     blanks = [""] * (len(dumped.report["nodes"]) - len(causes))   # device nodes: last
     assert got["cause"] == sorted(causes, key=str.lower) + blanks
+
+
+@pytest.mark.parametrize("collapsed", [False, True])
+def test_a_large_graphs_overview_is_laid_out_with_its_legend(collapsed):
+    """A collapsed overview always gets the built-in layout, with the legend that wraps at a
+    screen's width, whether or not Graphviz is installed; a small drawing gets dot when it is."""
+    from npu_adapter.report import drawing as drawing_mod
+
+    nodes = [drawing_mod.DrawNode("a", "a\nAbs", group="GeOp1_0"), drawing_mod.DrawNode("b", "b")]
+    groups = [drawing_mod.DrawGroup("GeOp1_0", "GeOp1_0 (1 nodes)", "#cfe2ff", "#3d6fd1")]
+    draw = drawing_mod.Drawing("partition", "Partitioned graph", nodes,
+                               [drawing_mod.DrawEdge("a", "b")], groups, collapsed=collapsed)
+    svg, _, used = drawing_mod.render(draw, "auto")
+    if collapsed or drawing_mod.dot_available() is None:
+        assert used == "builtin" and 'class="legend"' in svg
+    else:
+        assert used == "dot"

@@ -337,3 +337,29 @@ def test_an_op_error_keeps_tensorflows_traceback():
         sess.run("checked:0", {x: [np.nan]})
     frames = [frame.name for frame in error.traceback]
     assert "_do_call" in frames  # TensorFlow's own frames, where the error was raised
+
+
+def test_a_session_refused_for_its_options_is_deleted_quietly(monkeypatch):
+    """The user sees the options error, and nothing from the session's deletion after it."""
+    import gc
+    import sys
+
+    import npu_adapter
+    from npu_adapter.errors import NpuConfigError
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    config = tf1.ConfigProto()
+    optimizer = config.graph_options.rewrite_options.custom_optimizers.add()
+    optimizer.name = "NpuOptimizer"
+    optimizer.parameter_map["iterations_per_loop"].i = 0
+    was = npu_adapter.session.is_installed()
+    try:
+        for installed, session_class in ((False, NpuSession), (True, tf1.Session)):
+            (npu_adapter.install if installed else npu_adapter.uninstall)()
+            with pytest.raises(NpuConfigError, match="iterations_per_loop"):
+                session_class(graph=tf.Graph(), config=config)
+            gc.collect()
+    finally:
+        (npu_adapter.install if was else npu_adapter.uninstall)()
+    assert unraisable == []

@@ -322,6 +322,16 @@ def check_fetch_mapper():
         tf_compat.fetch_mapper(graph, None)
 
 
+@check("BaseSession._session (an instance attribute its __init__ sets)")
+def check_session_handle():
+    session = tf.compat.v1.Session()
+    assert "_session" in vars(session)
+    session.close()
+    refused = tf_compat.base_session().__new__(tf_compat.base_session())
+    tf_compat.mark_session_refused(refused)
+    refused.__del__()  # what garbage collection calls: no AttributeError
+
+
 def test_every_internal_has_a_check():
     assert sorted(CHECKS) == sorted(tf_compat.INTERNALS)
 

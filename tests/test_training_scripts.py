@@ -285,3 +285,45 @@ def test_samples_leave_eager_execution_on():
     for name in ("monitored_cnn", "keras_to_npu_estimator", "lstm_loss_scale"):
         sample(name)
     assert tf.executing_eagerly()
+
+
+@needs_estimator
+def test_keras_model_with_adam_to_an_estimator_keeps_the_optimizer_slots(tmp_path):
+    """A compiled Keras model with Adam, turned into an estimator once npu_bridge is imported,
+    by TensorFlow's own model_to_estimator and by model_to_npu_estimator: both save their first
+    checkpoint (the Adam slots initialised) and train to the same weights."""
+    from npu_bridge.estimator.npu.keras_to_npu import model_to_npu_estimator
+    from npu_bridge.estimator.npu.npu_config import NPURunConfig, npu_run_config_to_config_proto
+
+    keras = tf.keras
+
+    def model():
+        seeded = keras.initializers.GlorotUniform
+        inputs = keras.Input((8, 8, 3))
+        h = keras.layers.Conv2D(4, 3, kernel_initializer=seeded(seed=1), name="conv")(inputs)
+        outputs = keras.layers.Dense(1, kernel_initializer=seeded(seed=2), name="out")(
+            keras.layers.Flatten()(h))
+        built = keras.Model(inputs, outputs)
+        built.compile(optimizer=keras.optimizers.legacy.Adam(0.01), loss="mse")
+        return built
+
+    def input_fn():
+        x = np.random.RandomState(0).randn(16, 8, 8, 3).astype(np.float32)
+        y = np.random.RandomState(1).randn(16, 1).astype(np.float32)
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat()
+
+    def kernel(estimator, model_dir):
+        estimator.train(input_fn, steps=3)
+        return tf.train.load_variable(str(model_dir), "out/kernel")
+
+    npu_config = NPURunConfig(model_dir=str(tmp_path / "npu"), iterations_per_loop=1)
+    npu = model_to_npu_estimator(keras_model=model(), config=npu_config)
+    # Plain TensorFlow with the same session settings (NPURunConfig turns Grappler's remapping
+    # off, as the original does; its fused kernels round differently).
+    session_config = npu_run_config_to_config_proto(npu_config)
+    options = session_config.graph_options.rewrite_options.custom_optimizers
+    del options[:]
+    plain = tf.keras.estimator.model_to_estimator(
+        keras_model=model(), checkpoint_format="saver", config=tf.estimator.RunConfig(
+            model_dir=str(tmp_path / "plain"), session_config=session_config))
+    np.testing.assert_array_equal(kernel(npu, tmp_path / "npu"), kernel(plain, tmp_path / "plain"))

@@ -22,7 +22,7 @@ def _display_default(spec):
     if spec.default is None:
         return "(unset)"
     if spec.kind == "s":
-        return repr(spec.default)
+        return spec.default or "(empty)"
     return str(spec.default)
 
 

@@ -2,15 +2,11 @@
 
 A TF1 session inlines every ``StatefulPartitionedCall``/``PartitionedCall`` not marked
 ``_noinline`` before it places the graph (TensorFlow's lowering of function calls): the executed
-graph holds the function's body under the call's name, ``<call>/<body node>``. Doing that in
-TensorFlow costs more than the graph it produces: on a frozen MobileNetV2 the first run of the
-rewritten graph, whose one cluster is a function call, took 0.36-0.38 s where the same graph
-with the call already inlined took 0.30-0.32 s, as much as the user's own graph
-(bench/PERFORMANCE.md). Sessions of backends whose clusters are plain TensorFlow functions
-(the CPU reference) therefore install their rewrite with the calls inlined here, and with
-``body_names``: a cluster function copies the user's nodes under their names, so inlined under
-those names again they are the user's nodes, which the session's graph holds once (and which
-:mod:`npu_adapter.session.direct` recognises as the user's graph itself).
+graph holds the function's body under the call's name, ``<call>/<body node>``. Sessions of
+backends whose clusters are plain TensorFlow functions (the CPU reference) install their rewrite
+with the calls inlined here, so that TensorFlow runs the same kernels on the same nodes as for
+the user's graph, and with ``body_names``: a cluster function copies the user's nodes under their
+names, so inlined under those names again they are the user's nodes.
 
 What an inlined call keeps of the call's meaning:
 
@@ -26,7 +22,7 @@ What an inlined call keeps of the call's meaning:
 A call is left as it is when inlining could change what it does: the function is marked
 ``_noinline`` or for XLA, an argument or result is a list, the body holds TF1 control flow
 (frame names are the graph's, not the function's), or a new name would clash with a node of the
-graph. Sessions also keep the calls of graphs with TF1 ref variables (:func:`has_ref_variables`).
+graph.
 """
 
 import collections
@@ -41,7 +37,7 @@ from npu_adapter.graph.types import (
     output_port_names,
 )
 
-__all__ = ["CALL_OPS", "Inlined", "inline_calls", "inlinable", "has_ref_variables"]
+__all__ = ["CALL_OPS", "Inlined", "inline_calls", "inlinable"]
 
 CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 # TF1 control flow: frames are named by an attr of the graph, not scoped by the function.
@@ -68,25 +64,6 @@ class Inlined(collections.namedtuple(
     """
 
     __slots__ = ()
-
-
-def has_ref_variables(graph_def):
-    """Whether ``graph_def`` has an op with a ref output (a TF1 ``VariableV2`` and the like).
-
-    Sessions keep such graphs' cluster calls: a training step of TF1 ref variables (Adam and a
-    moving mean updated in place) gave 4 different loss sequences in 12 sessions on a loaded
-    machine once its calls were inlined, and 1 with the calls kept (or with resource
-    variables). A call hands its body the variables' values only once every input is ready and
-    runs the in-place updates that wait for it after the whole body; what else in the inlined
-    form lets an update and a read race is not pinned down yet. (When the inlined form proves
-    to be the user's own nodes, the session runs the user's graph itself, as plain TensorFlow
-    does: :mod:`npu_adapter.session.direct`.)
-    """
-    for op_type in {node.op for node in graph_def.node}:
-        op_def = op_def_for(op_type)
-        if op_def is not None and any(arg.is_ref for arg in op_def.output_arg):
-            return True
-    return False
 
 
 def _flag(attrs, key):

@@ -463,16 +463,19 @@ _PROLOG_RE = re.compile(r"\A(?:<\?xml[^>]*>\s*)?(?:<!DOCTYPE[^>]*>\s*)?", re.S)
 def render(drawing, renderer="auto"):
     """``(svg text, dot text, renderer used)``; ``renderer`` is ``auto``, ``dot`` or ``builtin``.
 
-    ``auto`` uses ``dot`` when installed and the drawing has at most :data:`DOT_MAX_EDGES`
-    edges, and the built-in layout otherwise (or when ``dot`` fails or runs longer than two
-    minutes — the one case where the output depends on the machine). The SVG has no XML
-    prolog, so it can be inlined in HTML.
+    ``auto`` uses ``dot`` when installed and the drawing is drawn node by node with at most
+    :data:`DOT_MAX_EDGES` edges, and the built-in layout otherwise (or when ``dot`` fails or
+    runs longer than two minutes — the one case where the output depends on the machine). A
+    collapsed drawing (a large graph's overview) is always laid out here: its legend wraps at
+    the width of a screen and the graph starts in the first screen, where ``dot`` puts a wide
+    overview's boxes off to the right and draws no legend. The SVG has no XML prolog, so it
+    can be inlined in HTML.
     """
     if renderer not in ("auto", "dot", "builtin"):
         raise ValueError(f"renderer must be 'auto', 'dot' or 'builtin', got {renderer!r}")
     dot_text = to_dot(drawing)
     dot = dot_available() if renderer in ("auto", "dot") else None
-    if renderer == "auto" and len(drawing.edges) > DOT_MAX_EDGES:
+    if renderer == "auto" and (drawing.collapsed or len(drawing.edges) > DOT_MAX_EDGES):
         dot = None
     if renderer == "dot" and dot is None:
         raise FileNotFoundError("Graphviz 'dot' is not installed (Debian package: graphviz)")

@@ -18,19 +18,8 @@ def _init(session, tf_class, target, graph, config):
     if base_session().__init__ is hooks.npu_init:  # installed: the hook does it
         tf_class.__init__(session, target, graph, config)
         return
-    npu_config = hooks.npu_options(config)  # checked before any session exists
-    if graph is not None and not isinstance(graph, tf.Graph):
-        npu_config = None  # TensorFlow's own error follows
-    runner = hooks.new_runner(npu_config, target, graph, config) \
-        if npu_config is not None else None
-    try:
-        tf_class.__init__(session, target, graph, config)
-    except BaseException:
-        if runner is not None:
-            runner.close()
-        raise
-    if runner is not None:
-        hooks.attach_runner(session, runner)
+    runner = hooks.prepared_runner(session, target, graph, config)
+    hooks.start(session, runner, tf_class.__init__, target, graph, config)
 
 
 class NpuSession(_tf1.Session):

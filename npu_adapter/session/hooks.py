@@ -11,7 +11,7 @@ carries nothing of ours and runs TensorFlow's own code, errors included.
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 
-from npu_adapter import distributed
+from npu_adapter import distributed, tf_compat
 from npu_adapter.session.runner import SessionRunner
 from npu_adapter.tf_compat import tf_session_method
 
@@ -56,28 +56,48 @@ def new_runner(npu_config, target, graph, config):
     return SessionRunner(npu_config, graph, target, config)
 
 
+def prepared_runner(session, target, graph, config):
+    """The runner of ``session``, which is being made, or None when it is no NPU session (a
+    ``PlainSession``, a config without ``NpuOptimizer``, or a graph that is no ``tf.Graph``,
+    for TensorFlow's own error). Options are checked before any TensorFlow session exists; a
+    session refused for them is made safe to delete."""
+    from npu_adapter.session.classes import PlainSession
+
+    if isinstance(session, PlainSession) or (graph is not None and
+                                             not isinstance(graph, tf.Graph)):
+        return None
+    try:
+        npu_config = npu_options(config)
+        return None if npu_config is None else new_runner(npu_config, target, graph, config)
+    except BaseException:
+        tf_compat.mark_session_refused(session)
+        raise
+
+
+def start(session, runner, tf_init, target, graph, config):
+    """TensorFlow's ``tf_init`` of ``session``, then ``runner`` (if any) attached to it."""
+    try:
+        tf_init(session, target, graph, config)
+    except BaseException:
+        if runner is not None:
+            runner.close()
+        raise
+    if runner is not None:
+        attach_runner(session, runner)
+
+
 def npu_init(self, target="", graph=None, config=None):
     """``BaseSession.__init__``: options parsed and checked first (before a session exists),
     the runner, then TensorFlow's session on the user's graph."""
     from npu_adapter.session.classes import PlainSession
 
-    npu_config = None if isinstance(self, PlainSession) or \
-        (graph is not None and not isinstance(graph, tf.Graph)) else npu_options(config)
-    if npu_config is None:  # (a graph that is no tf.Graph: TensorFlow's own error)
+    runner = prepared_runner(self, target, graph, config)
+    if runner is None and not isinstance(self, PlainSession):
         # In a rank of a multi-rank job every session runs on the rank's TensorFlow server, so
         # the collectives (HCCL ops) of any session reach the other ranks, as every session of
         # the original's process reaches HCCL; elsewhere the arguments stay as they are.
-        if not isinstance(self, PlainSession):
-            target, config = distributed.session_target(target, config)
-        _TF_INIT(self, target, graph, config)
-        return
-    runner = new_runner(npu_config, target, graph, config)
-    try:
-        _TF_INIT(self, target, graph, config)
-    except BaseException:
-        runner.close()
-        raise
-    attach_runner(self, runner)
+        target, config = distributed.session_target(target, config)
+    start(self, runner, _TF_INIT, target, graph, config)
 
 
 def run(self, fetches, feed_dict=None, options=None, run_metadata=None):

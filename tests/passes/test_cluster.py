@@ -15,6 +15,7 @@ keeps both clusters; full offload keeps the largest one only::
 """
 
 import pytest
+import tensorflow as tf
 from graph_cases import mix_cnn_graph, while_loop_v1_graph
 
 from npu_adapter.config import NpuConfig
@@ -123,6 +124,43 @@ def test_a_v1_while_loop_is_never_split():
     clusters = _attr(out, CLUSTER_ATTR)
     loop = [n.name for n in graph_def.node if n.name.startswith("while/")]
     assert loop and {clusters.get(name) for name in loop} == {"GeOp1_0"}
+
+
+def _accumulator_loop():
+    """A loop that adds ``e`` (what ``a`` computed) to an accumulator; ``c`` reads the result::
+
+        x ─► a (Abs) ─► e (Enter) ─────────────► add ─► next (NextIteration)
+             zero ─► z (Enter) ─► m (Merge) ◄─────────────┘
+                                  m ─► s (Switch) ─► s:1 ─► add,   s:0 ─► out (Exit) ─► c (Neg)
+
+    Without the back edge out of ``next``, no path joins ``a`` and ``c``, yet ``c`` reads what
+    ``a`` computed: through the loop.
+    """
+    b = GraphBuilder()
+    b.placeholder("x", shape=[2])
+    b.placeholder("go", dtype=tf.bool, shape=[])
+    b.unary("Abs", "a", "x")
+    b.op("Enter", "e", ["a"], T=tf.float32, frame_name="L", is_constant=True)
+    b.const("zero", [0.0, 0.0], dtype=tf.float32)
+    b.op("Enter", "z", ["zero"], T=tf.float32, frame_name="L")
+    b.op("Enter", "g", ["go"], T=tf.bool, frame_name="L", is_constant=True)
+    b.op("Merge", "m", ["z", "next"], T=tf.float32, N=2)
+    b.op("LoopCond", "cond", ["g"])
+    b.op("Switch", "s", ["m", "cond"], T=tf.float32)
+    b.binary("AddV2", "add", "s:1", "e")
+    b.op("NextIteration", "next", ["add"], T=tf.float32)
+    b.op("Exit", "out", ["s"], T=tf.float32)
+    b.unary("Neg", "c", "out")
+    return b
+
+
+def test_a_cluster_never_both_feeds_a_loop_and_reads_what_leaves_it():
+    b = _accumulator_loop()
+    loop = ["x", "go", "e", "zero", "z", "g", "m", "cond", "s", "add", "next", "out"]
+    host = dict.fromkeys(loop, "host:unsupported_op")
+    graph_def = _annotated(b, {**host, "a": "npu:supported", "c": "npu:supported"})
+    out = get_pass("cluster")(graph_def, _ctx(mix_compile_mode=True)).graph_def
+    assert _attr(out, CLUSTER_ATTR) == {"a": "GeOp1_0", "c": "GeOp1_1"}
 
 
 def test_without_candidates_the_graph_is_returned_as_it_is():

@@ -65,3 +65,36 @@ def train_single_process(steps, learning_rate, session_class):
         for _ in range(steps):
             sess.run(train)
         return sess.run(variables)
+
+
+REF_ADAM_STEPS = 3
+
+
+def ref_adam_loss(x, w):
+    """A TF1 script's loss: through a ref variable ``w`` and ``tf.linalg.svd``, whose gradient
+    needs an op the device list lacks, so full offload splits the step."""
+    h = tf.matmul(x, w)
+    return tf.reduce_mean(tf.square(h)) + 0.1 * tf.reduce_sum(tf.linalg.svd(h, compute_uv=False))
+
+
+def ref_adam_initial(seed):
+    """``w`` of the ref-variable Adam phase; every rank draws its own."""
+    return np.random.RandomState(100 + seed).randn(FEATURES, 3).astype(np.float32)
+
+
+def ref_adam_single_process(size, session_class):
+    """``w`` after each Adam step in one process, minimising the mean of the ranks' losses
+    (whose gradient is the mean of theirs), from rank 0's initial ``w``."""
+    x, _, _ = data()
+    with tf.Graph().as_default():
+        w = tf.compat.v1.Variable(ref_adam_initial(0), use_resource=False)
+        loss = tf.add_n([ref_adam_loss(tf.constant(x[shard(r, size)]), w)
+                         for r in range(size)]) / size
+        train = tf.compat.v1.train.AdamOptimizer(0.05).minimize(loss)
+        with session_class() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            trace = []
+            for _ in range(REF_ADAM_STEPS):
+                sess.run(train)
+                trace.append(sess.run(w))
+    return np.array(trace)

@@ -12,7 +12,10 @@
    ``NPUDistributedOptimizer(is_weight_update_sharding=True)``.
 5. ``keras``: a Keras model in graph mode with ``NPUBroadcastGlobalVariablesCallback`` and
    ``npu_keras_optimizer``.
-6. the rank getters of ``npu_init`` after ``init_resource``.
+6. ``ref_adam``: a TF1 ref variable trained by ``NPUDistributedOptimizer(AdamOptimizer)`` with a
+   loss through ``tf.linalg.svd`` (the step is split between host and device), every rank
+   starting from its own ``w`` and ``broadcast_global_variables(0)`` run once.
+7. the rank getters of ``npu_init`` after ``init_resource``.
 """
 
 import json
@@ -150,6 +153,26 @@ def keras_callback(rank, size):
     return kernel_after, bias_after
 
 
+def ref_adam(rank, size):
+    """``w`` after each step."""
+    from npu_bridge.estimator.npu.npu_hook import broadcast_global_variables
+
+    x, _, _ = training_model.data()
+    with tf.Graph().as_default():
+        w = tf.compat.v1.Variable(training_model.ref_adam_initial(rank), use_resource=False)
+        loss = training_model.ref_adam_loss(tf.constant(x[training_model.shard(rank, size)]), w)
+        train = NPUDistributedOptimizer(tf.compat.v1.train.AdamOptimizer(0.05)).minimize(loss)
+        broadcast = broadcast_global_variables(0)
+        with tf.compat.v1.Session(config=npu_config_proto()) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(broadcast)
+            trace = []
+            for _ in range(training_model.REF_ADAM_STEPS):
+                sess.run(train)
+                trace.append(sess.run(w))
+    return np.array(trace)
+
+
 def main(out_dir):
     rank, size = get_rank_id(), get_rank_size()
     results = {f"equiv_{name}": value for name, value in equivalence(rank, size).items()}
@@ -168,6 +191,7 @@ def main(out_dir):
                         f"{name}_weights": weights})
     results["sharded_weights"] = weight_update_sharding(rank, size)
     results["keras_kernel"], results["keras_bias"] = keras_callback(rank, size)
+    results["ref_adam_weights"] = ref_adam(rank, size)
     with tf.Graph().as_default():
         sess, shutdown = init_resource()
         info = {"rank_id": get_npu_rank_id(), "rank_size": get_npu_rank_size(),
