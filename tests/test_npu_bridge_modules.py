@@ -433,12 +433,12 @@ print("ok")
 
 
 def _keras2():
-    """Keras 2 as scripts use it, the Keras ``tf.estimator`` takes models of: TensorFlow 2.15's
-    own ``tf.keras``, else ``tf_keras`` (skips with Keras 3 alone)."""
+    """Keras 2 as scripts use it: on TensorFlow 2.15 the Keras ``tf.estimator`` clones models
+    with (``tf.compat.v2.keras``), else ``tf_keras`` (skips with Keras 3 alone)."""
     import keras
 
     if str(keras.__version__).startswith("2."):
-        return tf.keras
+        return tf.compat.v2.keras
     try:
         import tf_keras
     except ImportError:
