@@ -39,10 +39,12 @@ __all__ = [
     "saver_builder_waiting_for",
     "set_estimator_override_check",
     "set_op_attr",
+    "set_xla_constant_folding_disabled",
     "tf_session_method",
     "unregister_py_func",
     "warm_start_settings",
     "while_context",
+    "xla_constant_folding_disabled",
 ]
 
 _OP_DEF_GET = "tensorflow.python.framework.op_def_registry.get"
@@ -62,6 +64,8 @@ _BASE_SESSION = "tensorflow.python.client.session.BaseSession"
 _CALLABLE_FROM_OPTIONS = "tensorflow.python.client.session.BaseSession._make_callable_from_options"
 _WHILE_CONTEXT = "tensorflow.python.ops.control_flow_ops.WhileContext"
 _LEGACY_KERAS_BACKEND = "tensorflow.python.keras.backend"
+_GET_XLA_FOLDING = "tensorflow.python.pywrap_tfe.TF_GetXlaConstantFoldingDisabled"
+_SET_XLA_FOLDING = "tensorflow.python.pywrap_tfe.TF_SetXlaConstantFoldingDisabled"
 _FETCH_MAPPER = "tensorflow.python.client.session._FetchMapper"
 _SESSION_HANDLE = "BaseSession._session (an instance attribute its __init__ sets)"
 
@@ -92,6 +96,10 @@ INTERNALS = {
     _WHILE_CONTEXT: "loop sinking: iterations_per_loop steps in one TF1 while loop",
     _LEGACY_KERAS_BACKEND: "forwarding the TF 1.15 way of handing a session to Keras "
                            "(its set_session) to the Keras that models use",
+    _GET_XLA_FOLDING: "telling whether TensorFlow reads TF_XLA_FLAGS now or did before "
+                      "(graph_compiler_cache_dir on the xla backend)",
+    _SET_XLA_FOLDING: "restoring the TF_XLA_FLAGS value read to tell when TensorFlow reads "
+                      "TF_XLA_FLAGS (graph_compiler_cache_dir on the xla backend)",
     _FETCH_MAPPER: "taking a run's fetch structure apart and building its results, by "
                    "TensorFlow's own rules (registered fetch conversions included)",
     _SESSION_HANDLE: "a session refused for its NPU options is deleted without an "
@@ -149,6 +157,24 @@ def op_def(op_type):
 def registered_kernels(op_type):
     """The ``KernelList`` of the kernels registered for ``op_type`` (empty for unknown ops)."""
     return find(_KERNELS_FOR_OP)(op_type)
+
+
+# ---- TF_XLA_FLAGS ---------------------------------------------------------------------------
+
+# TensorFlow parses TF_XLA_FLAGS once per process, all its flags at once, the first time any of
+# them is read (a session creating its devices reads them); no public API says whether that
+# happened, nor reads a flag back. These two read and set the parsed value of one of them,
+# --tf_xla_disable_constant_folding: reading it parses the flags if nothing did before.
+# Checked on 2.15 and 2.21.
+def xla_constant_folding_disabled():
+    """The parsed value of ``--tf_xla_disable_constant_folding`` (parsing ``TF_XLA_FLAGS``
+    now when TensorFlow has not yet)."""
+    return bool(find(_GET_XLA_FOLDING)())
+
+
+def set_xla_constant_folding_disabled(value):
+    """Set the parsed value of ``--tf_xla_disable_constant_folding``."""
+    find(_SET_XLA_FOLDING)(bool(value))
 
 
 # ---- PyFunc tokens -------------------------------------------------------------------------

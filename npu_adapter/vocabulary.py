@@ -187,6 +187,10 @@ XLA_REASON_ATTR = "_npu_adapter_xla_reason"
 XLA_DETAIL_ATTR = "_npu_adapter_xla_detail"
 XLA_STATUS_COMPILED = "xla"
 XLA_STATUS_FALLBACK = "fallback"
+# On a compiled cluster's call node: the name of the cluster's function as TensorFlow's kernels
+# run it (the call node itself calls the form XLA compiles); the runtime switches a cluster to it
+# when TensorFlow's kernels are measured faster.
+XLA_TF_FUNCTION_ATTR = "_npu_adapter_xla_tf_function"
 # TensorFlow's attr on a function call node that makes XLA compile the call.
 XLA_MUST_COMPILE_ATTR = "_XlaMustCompile"
 XLA_FALLBACK_REASONS = {

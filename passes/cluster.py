@@ -40,7 +40,7 @@ from tensorflow.core.framework import node_def_pb2, types_pb2
 
 from npu_adapter.errors import RewriteError
 from npu_adapter.graph.cycles import GraphCycles
-from npu_adapter.graph.types import base_type, is_ref_type
+from npu_adapter.graph.types import base_type, is_ref_type, op_def_for
 from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
 from npu_adapter.pipeline.base import PassBase, PassOption, PassResult
 from npu_adapter.pipeline.graph_config import read_graph_config
@@ -531,15 +531,27 @@ def _loop_exit_edges(view):
 
 def _ref_tied(view, dropped, cluster_of):
     """The dropped candidates joined to a cluster member by a ref edge, in either direction."""
+    # A ref edge leaves an op with a ref output: only edges out of those are looked at.
+    ref_ops = {op for op in view.op_types() if _has_ref_output(op)}
+    if not dropped or not ref_ops:
+        return []
+    ops = view.ops
     edge_type = view.edge_type
     tied = []
     for i in sorted(dropped):
-        ins = (slot for slot, (src, _) in enumerate(view.data_inputs[i]) if src in cluster_of)
-        outs = ((d, slot) for d, slot, _ in view.data_outputs[i] if d in cluster_of)
+        ins = (slot for slot, (src, _) in enumerate(view.data_inputs[i])
+               if src in cluster_of and ops[src] in ref_ops)
+        outs = ((d, slot) for d, slot, _ in view.data_outputs[i] if d in cluster_of) \
+            if ops[i] in ref_ops else ()
         if any(is_ref_type(edge_type(i, slot) or 0) for slot in ins) or \
                 any(is_ref_type(edge_type(d, slot) or 0) for d, slot in outs):
             tied.append(i)
     return tied
+
+
+def _has_ref_output(op_type):
+    op_def = op_def_for(op_type)
+    return op_def is None or any(arg.is_ref for arg in op_def.output_arg)
 
 
 def _topological_order(preds_of, back):

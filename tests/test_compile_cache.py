@@ -53,6 +53,20 @@ def test_store_and_lookup(tmp_path):
     assert leftovers == []
 
 
+def test_entries_get_the_mode_the_umask_gives(tmp_path):
+    """An executable cache shared with a serving process or a colleague must be readable."""
+    old = os.umask(0o022)
+    try:
+        cache = CompileCache(str(tmp_path), "cann", suffix=".om")
+        key = cache_key("k-mode")
+        path = cache.store_bytes(key, b"model")
+    finally:
+        os.umask(old)
+    record = [os.path.join(os.path.dirname(path), n) for n in os.listdir(os.path.dirname(path))
+              if n != os.path.basename(path)]
+    assert [oct(os.stat(p).st_mode & 0o777) for p in [path, *record]] == ["0o644"] * 2
+
+
 def test_missing_directory_is_a_named_error(tmp_path):
     with pytest.raises(CompileCacheDirError, match="graph_compiler_cache_dir.*existing "
                                                    "directory"):

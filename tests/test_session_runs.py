@@ -363,3 +363,51 @@ def test_a_session_refused_for_its_options_is_deleted_quietly(monkeypatch):
     finally:
         (npu_adapter.install if was else npu_adapter.uninstall)()
     assert unraisable == []
+
+
+@pytest.mark.parametrize("options", [{}, {"mix_compile_mode": True}], ids=["full", "mix"])
+def test_a_random_op_keeps_its_sequence_when_a_default_is_fed_on_some_runs(options):
+    """Feeding a ``placeholder_with_default`` on some runs only makes two signatures; the random
+    op after it continues one sequence through both, as in plain TensorFlow."""
+    def arr(seed, rows):
+        return np.random.RandomState(seed).randn(rows, 4).astype(np.float32)
+
+    def values(session_class):
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(0)
+            x = tf1.placeholder_with_default(arr(1, 2), [None, 4], name="x")
+            y = tf.math.tanh(x + tf.random.normal(tf.shape(x), seed=2), name="y")
+        with session_class(graph=graph, config=NpuConfig.from_dict(options).to_config_proto()) \
+                as sess:
+            return [sess.run(y), sess.run(y, {x: arr(2, 3)}), sess.run(y),
+                    sess.run(y, {x: arr(3, 2)})]
+
+    for ours, plain in zip(values(NpuSession), values(plain_session_class())):
+        np.testing.assert_array_equal(ours, plain)
+
+
+def test_a_v1_loop_over_a_dataset_batch_with_a_control_dependency_on_the_batch():
+    """A TF1 while loop over a value computed from a tf.data batch, and a fetch that waits for
+    the batch: the inlined cluster's start gate never becomes an input of a node inside the
+    loop's frame (TensorFlow: "has inputs from different frames")."""
+    from graph_cases import control_flow_v1
+
+    from npu_adapter.testing import assert_session_equivalent
+
+    def build():
+        with control_flow_v1():
+            data = tf.data.Dataset.from_tensor_slices(
+                np.arange(30, dtype=np.float32).reshape(10, 3) / 7).batch(4).repeat()
+            iterator = tf1.data.make_initializable_iterator(data)
+            tf.group(iterator.initializer, name="iterator_init")
+            x = iterator.get_next(name="batch")
+            with tf.control_dependencies([x]):
+                waits = tf.nn.relu(x + 1.0, name="waits")
+            looped = tf1.while_loop(lambda i, acc: i < 2,
+                                    lambda i, acc: (i + 1, tf.nn.relu(acc * 0.5)),
+                                    [tf.constant(0), tf.math.floor(x * 4.0)], name="loop")[1]
+            return [waits, tf.math.abs(looped, name="out")]
+
+    assert_session_equivalent(build, {"full": {}, "mix": {"mix_compile_mode": True}}, steps=2,
+                              init=["iterator_init"])

@@ -309,6 +309,18 @@ def check_legacy_keras_backend():
         assert callable(getattr(backend, name)), name
 
 
+@check("tensorflow.python.pywrap_tfe.TF_GetXlaConstantFoldingDisabled")
+@check("tensorflow.python.pywrap_tfe.TF_SetXlaConstantFoldingDisabled")
+def check_xla_flag_access():
+    before = tf_compat.xla_constant_folding_disabled()
+    try:
+        tf_compat.set_xla_constant_folding_disabled(not before)
+        assert tf_compat.xla_constant_folding_disabled() is (not before)
+    finally:
+        tf_compat.set_xla_constant_folding_disabled(before)
+    assert tf_compat.xla_constant_folding_disabled() is before
+
+
 @check("tensorflow.python.client.session._FetchMapper")
 def check_fetch_mapper():
     graph = tf.Graph()

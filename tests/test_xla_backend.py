@@ -1,5 +1,8 @@
-"""The xla backend: compilability check, fallback per cluster, equivalence with plain TensorFlow,
-one executable per gear, the persistent-cache bookkeeping and the report's compile status."""
+"""The xla backend: compilability check, fallback per cluster, equivalence with plain TensorFlow
+in both forms of a cluster (compiled and on TensorFlow's kernels), one executable per gear, the
+persistent-cache bookkeeping and the report's compile status. The per-cluster decision and the
+depthwise rewrite have their own files (tests/test_xla_decisions.py, tests/test_xla_depthwise.py).
+"""
 
 import os
 import warnings
@@ -13,7 +16,9 @@ from npu_adapter import rewrite
 from npu_adapter.backends import get_backend
 from npu_adapter.backends.xla import XlaBackend, XlaCacheWarning
 from npu_adapter.backends.xla.compilability import check_functions, check_node
+from npu_adapter.backends.xla.decisions import forget_decisions
 from npu_adapter.backends.xla.persistent_cache import PersistentCache, framing_problem
+from npu_adapter.backends.xla.trial import PAIRS
 from npu_adapter.config import NpuConfig
 from npu_adapter.errors import NpuConfigError
 from npu_adapter.report.placement import placement_report
@@ -23,6 +28,17 @@ from npu_adapter.testing import assert_rewrite_equivalent
 tf1 = tf.compat.v1
 PlainSession = plain_session_class()
 RTOL, ATOL = 1e-4, 1e-5  # float32: XLA fuses and reorders arithmetic
+# Runs until a signature with one compiled cluster has decided it: the first on TensorFlow's
+# kernels, the first compiled one, then the timed pairs.
+DECIDED_AFTER = 2 + 2 * PAIRS
+
+
+@pytest.fixture(autouse=True)
+def measure_afresh():
+    """Each test measures its own decisions (the process remembers them across sessions)."""
+    forget_decisions()
+    yield
+    forget_decisions()
 
 
 def xla_config(**options):
@@ -106,6 +122,10 @@ def test_conv_net_inference_matches_plain_tensorflow():
     calls = [n for n in result.graph_def.node if n.op == "StatefulPartitionedCall"]
     assert calls and all(n.attr["_XlaMustCompile"].b for n in calls)
     assert all(n.attr["_npu_adapter_xla_status"].s == b"xla" for n in calls)
+    # The form on TensorFlow's kernels is named on the node: here the same function (nothing in
+    # it is rewritten for XLA).
+    assert all(n.attr["_npu_adapter_xla_tf_function"].s.decode() == n.attr["f"].func.name
+               for n in calls)
 
 
 def lenet_train(use_resource):
@@ -133,26 +153,37 @@ def test_lenet_training_steps_match_plain_tensorflow(use_resource):
     xs = rng.rand(8, 12, 12, 1).astype(np.float32)
     ys = np.eye(4, dtype=np.float32)[rng.randint(0, 4, 8)]
     runs = {}
+    # Enough steps to decide every compiled cluster: the steps alternate the compiled form and
+    # TensorFlow's kernels cluster by cluster, on the same variables.
+    steps = 1 + 2 * (1 + 2 * PAIRS) + 2
     for cls, config in ((PlainSession, None), (NpuSession, xla_config())):
         graph, x, y, loss, train, init, variables = lenet_train(use_resource)
         with cls(graph=graph, config=config) as sess:
             sess.run(init)
-            losses = [sess.run([loss, train], {x: xs, y: ys})[0] for _ in range(4)]
-            runs[cls] = losses, sess.run(variables)
+            losses = [sess.run([loss, train], {x: xs, y: ys})[0] for _ in range(steps)]
             if cls is NpuSession:
                 stats = runner_of(sess).runtime_stats()
+                step = runner_of(sess).rewrite_result([loss, train], {x: xs, y: ys})
+            runs[cls] = losses, sess.run(variables)
     (plain_losses, plain_vars), (xla_losses, xla_vars) = runs[PlainSession], runs[NpuSession]
     np.testing.assert_allclose(xla_losses, plain_losses, rtol=RTOL, atol=ATOL)
     for a, b in zip(xla_vars, plain_vars):
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
     assert plain_losses[-1] < plain_losses[0]  # it trains
     # The initialisers draw random numbers: their cluster stays on the CPU reference (same
-    # numbers as TensorFlow); the training step is compiled.
-    by_status = {}
-    for st in stats.clusters.values():
-        by_status.setdefault(st.status, []).append(st)
-    assert len(by_status["compiled"]) >= 1 and stats.fallbacks == len(by_status["fallback"]) == 1
-    assert "draws random numbers" in by_status["fallback"][0].reason
+    # numbers as TensorFlow). Every cluster of the training step is decided, after running in
+    # both forms; the step ran `steps` times.
+    (fallback,) = [st for st in stats.clusters.values() if st.status == "fallback"]
+    assert stats.fallbacks == 1 and "draws random numbers" in fallback.reason
+    decided = [(c.name, stats.clusters[c.name]) for c in step.clusters]
+    assert decided and all(st.status in ("compiled", "tensorflow") for _, st in decided)
+    assert stats.decisions_measured == len(decided)
+    for name, st in decided:
+        assert st.runs_compiled + st.runs_tensorflow == steps, name
+        assert st.runs_compiled > PAIRS and st.runs_tensorflow > PAIRS, name
+        assert st.compiles == 1, name
+        (why,) = st.decisions.values()
+        assert "on TensorFlow's kernels" in why and f"over {PAIRS} pairs of runs" in why
 
 
 # --------------------------------------------------------------------------- fallback
@@ -196,14 +227,18 @@ def test_mixed_graph_compiles_one_cluster_and_falls_back_on_the_other():
         b = tf.image.resize(tf.reshape(n, [1, 4, 4, 1]), [8, 8], method="bicubic")
         tf.identity(tf.reduce_sum(b) + 1.0, name="out")
     feeds = {"x:0": np.arange(16, dtype=np.float32).reshape(4, 4) / 16}
-    with NpuSession(graph=graph, config=xla_config(mix_compile_mode=True)) as sess:
-        got = sess.run("out:0", feeds)
-        stats = runner_of(sess).runtime_stats()
     with PlainSession(graph=graph) as sess:
         want = sess.run("out:0", feeds)
+    with NpuSession(graph=graph, config=xla_config(mix_compile_mode=True)) as sess:
+        got = sess.run("out:0", feeds)
+        assert sorted(st.status for st in runner_of(sess).runtime_stats().clusters.values()) \
+            == ["fallback", "pending"]
+        for _ in range(DECIDED_AFTER):
+            np.testing.assert_allclose(sess.run("out:0", feeds), want, rtol=RTOL)
+        stats = runner_of(sess).runtime_stats()
     np.testing.assert_allclose(got, want, rtol=RTOL)
     statuses = sorted(st.status for st in stats.clusters.values())
-    assert statuses == ["compiled", "fallback"], stats.clusters
+    assert statuses in (["compiled", "fallback"], ["fallback", "tensorflow"]), stats.clusters
     assert stats.fallbacks == 1
     (fallback,) = [st for st in stats.clusters.values() if st.status == "fallback"]
     assert "ResizeBicubic" in fallback.reason and "no XLA kernel" in fallback.reason
@@ -231,23 +266,34 @@ def test_one_executable_per_gear_and_none_in_the_steady_state(policy):
     rng = np.random.RandomState(3)
     graph = gear_graph()
     compiles = []
+    steps = len(batches) * (DECIDED_AFTER + 2)
     with NpuSession(graph=graph, config=xla_config(**options)) as sess:
-        for step in range(20):
+        for step in range(steps):
             v = rng.rand(batches[step % len(batches)], 8).astype(np.float32)
             got = sess.run("y:0", {"x:0": v})
             np.testing.assert_allclose(got, (np.maximum(v - 0.5, 0) * 3).sum(1), rtol=RTOL)
             compiles.append(runner_of(sess).runtime_stats().compiles)
         result = runner_of(sess).rewrite_result("y:0", {"x:0": v})
-    assert compiles[len(batches) - 1] == 3 and compiles[-1] == 3
-    functions = {f.signature.name: f for f in result.graph_def.library.function}
+    # Each gear's first run is on TensorFlow's kernels; its second compiles; none after.
+    first_compiled = 2 * len(batches) - 1 if policy == "exact" else None
+    if first_compiled is not None:
+        assert compiles[len(batches) - 1] == 0 and compiles[first_compiled] == 3
+    assert compiles[-1] == 3 == max(compiles)
+    stats = runner_of(sess).runtime_stats()
     (cluster,) = result.clusters
+    decisions = stats.clusters[cluster.name].decisions
+    assert sorted(decisions) == ["gear 0", "gear 1", "gear 2"]
+    functions = {f.signature.name: f for f in result.graph_def.library.function}
     for g in range(3):
-        wrapper = functions[f"{cluster.name}_gear_{g}"]
+        wrapper = functions[f"{cluster.name}_xla_gear_{g}"]
         (call,) = wrapper.node_def
         assert call.attr["_XlaMustCompile"].b
-        assert call.attr["f"].func.name == f"{cluster.name}_gear_{g}_xla"
+        # The gear's body, the very function TensorFlow's kernels run for the gear.
+        assert call.attr["f"].func.name == f"{cluster.name}_gear_{g}"
     (node,) = [n for n in result.graph_def.node if n.name == cluster.name]
     assert "_XlaMustCompile" not in node.attr  # the dispatcher stays a plain function
+    assert node.attr["f"].func.name == f"{cluster.name}_xla"
+    assert node.attr["_npu_adapter_xla_tf_function"].s.decode() == cluster.name
 
 
 # --------------------------------------------------------------------------- options, cache
@@ -293,7 +339,9 @@ def test_truncated_entry_is_removed_with_a_warning(tmp_path):
     with open(entry, "wb") as f:
         f.write(fake_entry())
     cache.sync()
-    assert os.path.exists(entry + ".record.json")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(entry + ".record.json").st_mode & 0o777 == 0o666 & ~umask
     with open(entry, "r+b") as f:
         f.truncate(1000)
     with pytest.warns(XlaCacheWarning, match="corrupted"):
@@ -347,7 +395,8 @@ def test_inspect_names_the_backend_and_fallbacks(tmp_path, capsys):
                      "--no-tensorboard"])
     text = capsys.readouterr().out
     assert code == 0
-    assert "backend xla: 0 cluster(s) compiled, 1 on the CPU reference" in text
+    assert ("backend xla: 0 cluster(s) compiled, 0 kept on TensorFlow's kernels, "
+            "0 not measured yet, 1 on the CPU reference") in text
     assert "op Unique (value-dependent shape) not compilable by XLA" in text
 
 
@@ -355,7 +404,7 @@ def test_isolated_clusters_with_gears_compile_per_gear():
     graph = gear_graph()
     options = dict(GEAR_OPTIONS, npu_adapter_isolate_clusters=True)
     with NpuSession(graph=graph, config=xla_config(**options)) as sess:
-        for batch in (2, 4, 8, 4):
+        for batch in (2, 4, 8) * 2 + (4,):
             v = np.full((batch, 8), 0.75, np.float32)
             np.testing.assert_allclose(sess.run("y:0", {"x:0": v}), np.full(batch, 6.0),
                                        rtol=RTOL)
@@ -363,5 +412,6 @@ def test_isolated_clusters_with_gears_compile_per_gear():
         assert runner_of(sess).runtime_stats().compiles == 3
     functions = {f.signature.name: f for f in result.graph_def.library.function}
     (cluster,) = result.clusters
-    assert functions[cluster.name].attr["_noinline"].b  # the dispatcher stays a call
-    assert "_noinline" not in functions[f"{cluster.name}_gear_0_xla"].attr
+    # The dispatchers stay calls, in both forms.
+    assert functions[cluster.name].attr["_noinline"].b
+    assert functions[f"{cluster.name}_xla"].attr["_noinline"].b

@@ -1,6 +1,7 @@
 """The xla backend in fresh processes: XLA compilations counted from XLA's dump directory (one
-module per gear, none in the steady state), and graph_compiler_cache_dir on TensorFlow's
-persistent XLA cache (cold, warm, changed graph, corrupted entry, set too late).
+module per gear, on its second run, none in the steady state), and graph_compiler_cache_dir on
+TensorFlow's persistent XLA cache with the compiled-or-TensorFlow decisions next to it (cold,
+warm — nothing compiled, nothing measured —, changed graph, corrupted entry, set too late).
 
 Each case runs ``tests/xla_worker.py`` in a new interpreter: XLA and TensorFlow read their
 flags once per process.
@@ -33,9 +34,10 @@ def run_worker(tmp_path, *args):
 def test_one_compilation_per_gear_and_none_in_the_steady_state(tmp_path):
     result = run_worker(tmp_path, "steady")
     assert result["errors"] == 0
-    # 20 runs over 3 gears: XLA compiles on the first run of each gear, never again.
-    assert result["modules"] == [1, 2] + [3] * 18
-    assert result["names"] == [f"GeOp1_0_gear_{g}_xla__" for g in range(3)]
+    # 42 runs over 3 gears: each gear's first run is on TensorFlow's kernels, its second
+    # compiles; XLA compiles nothing else, ever.
+    assert result["modules"] == [0, 0, 0, 1, 2, 3] + [3] * 36
+    assert result["names"] == [f"GeOp1_0_gear_{g}__" for g in range(3)]
     # The runtime's count agrees with XLA's.
     assert result["compiles"] == result["modules"]
 
@@ -49,6 +51,10 @@ def cache_dir(tmp_path):
 
 def entries(cache_dir):
     return sorted(glob.glob(str(cache_dir / "npu_adapter_xla" / "*.pb")))
+
+
+def decision_files(cache_dir):
+    return sorted(glob.glob(str(cache_dir / "npu_adapter_xla" / "decisions" / "*.json")))
 
 
 def atime_tracked(directory):
@@ -70,18 +76,25 @@ def test_persistent_cache_cold_warm_changed_and_corrupted(tmp_path, cache_dir):
     cold = run_worker(tmp_path, "cache", cache_dir, 3.0)
     assert cold["errors"] == 0 and cold["warnings"] == []
     assert cold["modules"] == 3 and cold["written"] == 3 and cold["read"] == 0
-    assert len(entries(cache_dir)) == 3
+    assert cold["measured"] == 3 and cold["remembered"] == 0  # one decision per gear
+    assert len(entries(cache_dir)) == 3 and len(decision_files(cache_dir)) == 3
+    # Reading the flags left them as the user's, and no marker in the environment.
+    assert cold["folding_disabled"] is False
+    assert "constant_folding" not in cold["tf_xla_flags"]
 
+    # A warm process compiles nothing (not even to check the cache) and measures nothing.
     warm = run_worker(tmp_path, "cache", cache_dir, 3.0)
     assert warm["errors"] == 0 and warm["warnings"] == []
-    assert warm["modules"] == 0 and warm["written"] == 0  # every executable loaded
-    if atime_tracked(tmp_path):
-        assert warm["read"] == 3
+    assert warm["modules"] == 0 and warm["written"] == 0
+    assert warm["measured"] == 0 and warm["remembered"] == 3
+    assert warm["compiled_gears"] == cold["compiled_gears"]
+    if atime_tracked(tmp_path):  # the executables of the gears decided compiled are loaded
+        assert warm["read"] == len(warm["compiled_gears"])
 
     changed = run_worker(tmp_path, "cache", cache_dir, 5.0)  # another constant: a miss
     assert changed["errors"] == 0
-    assert changed["modules"] == 3 and changed["written"] == 3
-    assert len(entries(cache_dir)) == 6
+    assert changed["modules"] == 3 and changed["written"] == 3 and changed["measured"] == 3
+    assert len(entries(cache_dir)) == 6 and len(decision_files(cache_dir)) == 6
 
     victim = entries(cache_dir)[0]
     with open(victim, "r+b") as f:
@@ -91,12 +104,13 @@ def test_persistent_cache_cold_warm_changed_and_corrupted(tmp_path, cache_dir):
     assert any("is corrupted" in w and os.path.basename(victim) in w for w in again["warnings"])
     rebuilt = again["written"]
     assert again["modules"] == rebuilt and rebuilt <= 1  # only a scale-3.0 entry is rebuilt
+    assert again["measured"] == 0  # the decisions stand
     assert len(entries(cache_dir)) == 5 + rebuilt
 
 
 @pytest.mark.skipif(persistent_cache_supported(), reason="this TensorFlow persists them")
 def test_unsupported_tensorflow_warns_and_compiles_uncached(tmp_path, cache_dir):
-    result = run_worker(tmp_path, "cache", cache_dir, 3.0)
+    result = run_worker(tmp_path, "cache", cache_dir, 3.0, 6)
     assert result["errors"] == 0 and result["modules"] == 3 and result["written"] == 0
     assert any("cannot keep XLA CPU executables" in w for w in result["warnings"])
     assert entries(cache_dir) == []

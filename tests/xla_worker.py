@@ -1,10 +1,10 @@
 """Worker of tests/test_xla_subprocess.py: runs an NpuSession on the xla backend in a fresh
 process (XLA and TensorFlow read their flags once per process) and prints one JSON line.
 
-Usage: ``python xla_worker.py steady`` or ``python xla_worker.py cache DIR SCALE`` or
+Usage: ``python xla_worker.py steady`` or ``python xla_worker.py cache DIR SCALE STEPS`` or
 ``python xla_worker.py late DIR``. XLA compilations are counted from the XLA dump directory
 (``XLA_FLAGS=--xla_dump_to=...``, set by the test): one ``*.before_optimizations.txt`` per
-compiled module.
+compiled module, whatever compiled it (the session's clusters or anything else).
 """
 
 import glob
@@ -22,8 +22,7 @@ def compiled_modules():
     flags = os.environ.get("XLA_FLAGS", "")
     directory = flags.split("--xla_dump_to=")[1].split()[0]
     return sorted(os.path.basename(p).split(".")[1]
-                  for p in glob.glob(os.path.join(directory, "*.before_optimizations.txt"))
-                  if "GeOp" in p)
+                  for p in glob.glob(os.path.join(directory, "*.before_optimizations.txt")))
 
 
 def gear_graph(scale):
@@ -50,7 +49,7 @@ def steady():
     rng = np.random.RandomState(0)
     modules, compiles, errors = [], [], 0
     with NpuSession(graph=gear_graph(3.0), config=config()) as sess:
-        for step in range(20):
+        for step in range(3 * 14):
             v = rng.rand([2, 4, 8][step % 3], 8).astype(np.float32)
             got = sess.run("y:0", {"x:0": v})
             errors += not np.allclose(got, (np.maximum(v - 0.5, 0) * 3.0).sum(1), rtol=1e-4)
@@ -60,7 +59,8 @@ def steady():
             "names": compiled_modules()}
 
 
-def cache(directory, scale):
+def cache(directory, scale, steps=3 * 14):
+    from npu_adapter import tf_compat
     from npu_adapter.session import NpuSession
 
     scale = float(scale)
@@ -70,14 +70,20 @@ def cache(directory, scale):
         warnings.simplefilter("always")
         with NpuSession(graph=gear_graph(scale),
                         config=config(graph_compiler_cache_dir=directory)) as sess:
-            for step in range(6):
+            for step in range(int(steps)):
                 v = rng.rand([2, 4, 8][step % 3], 8).astype(np.float32)
                 got = sess.run("y:0", {"x:0": v})
                 errors += not np.allclose(got, (np.maximum(v - 0.5, 0) * scale).sum(1),
                                           rtol=1e-4)
             stats = runner_of(sess).runtime_stats()
+    (cluster,) = stats.clusters.values()
     return {"modules": len(compiled_modules()), "written": stats.cache_misses,
             "read": stats.cache_hits, "errors": errors,
+            "measured": stats.decisions_measured, "remembered": stats.decisions_remembered,
+            "compiled_gears": sorted(label for label, why in cluster.decisions.items()
+                                     if why.startswith("compiled")),
+            "folding_disabled": tf_compat.xla_constant_folding_disabled(),
+            "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", ""),
             "warnings": [str(w.message) for w in caught]}
 
 
@@ -86,7 +92,7 @@ def late(directory):
 
     tf.constant(1.0) + 1.0  # an eager op creates the devices: TF_XLA_FLAGS is read now
     tf.compat.v1.disable_eager_execution()
-    return cache(directory, 3.0)
+    return cache(directory, 3.0, 6)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import threading
 import time
 import warnings
@@ -59,11 +58,20 @@ def _file_digest(path):
             digest.update(chunk)
 
 
-def _fsync_write(fd, data):
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+def _temporary(path):
+    """A temporary file next to ``path``, opened for writing with the mode the umask gives
+    (``tempfile.mkstemp`` would make it 0600, and so the entry after its rename): its path and
+    file object. Unique per process and thread."""
+    tmp = os.path.join(os.path.dirname(path), f".tmp-{os.getpid()}-{threading.get_ident()}-"
+                                              f"{os.path.basename(path)}")
+    return tmp, open(tmp, "wb")
+
+
+def _fsync_write(out, data):
+    with out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 class CacheStats:
@@ -173,9 +181,9 @@ class CompileCache:
         path, record_path = self.path_of(key), self._record_of(key)
         folder = os.path.dirname(path)
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+        tmp, out = _temporary(path)
         try:
-            with os.fdopen(fd, "wb") as out:
+            with out:
                 write(out)
                 out.flush()
                 os.fsync(out.fileno())
@@ -188,9 +196,9 @@ class CompileCache:
             raise
         record = {"key": key, "backend": self.backend, "size": size, "sha256": digest,
                   "created": time.time(), "meta": meta or {}}
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+        tmp, out = _temporary(record_path)
         try:
-            _fsync_write(fd, json.dumps(record, sort_keys=True, indent=1).encode())
+            _fsync_write(out, json.dumps(record, sort_keys=True, indent=1).encode())
             os.replace(tmp, record_path)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -12,6 +12,9 @@ serves the cluster calls at run time:
   fed shapes (at most :data:`LAZY_CACHE_SIZE`, least frequently used evicted, as the original's
   GeOp keeps its compiled graphs);
 * :meth:`Program.variant_graph` builds that variant's GraphDef once; the session installs it;
+* :meth:`Program.ran` hears how long a run took, when its :class:`Selection` asked (``timed``):
+  a runtime that measures its variants on the first runs (the XLA backend's compiled or
+  TensorFlow-kernel clusters) decides from it which variant later runs get;
 * :meth:`BackendRuntime.stats` reports what was compiled, reused and chosen, per cluster.
 
 Backends whose executables are not TensorFlow functions (CANN runs ``.om`` models through pyACL)
@@ -83,11 +86,15 @@ class Variant:
 class Selection:
     """What :meth:`Program.select` decided for one run: the variant and the gear per gear
     cluster (``None`` where the shapes were not visible or matched no gear). ``counted`` is
-    what the run added to the gear statistics (:meth:`Program.count_again` adds it again)."""
+    what the run added to the gear statistics (:meth:`Program.count_again` adds it again).
+    ``timed``: the session times the run and reports it to :meth:`Program.ran`, with ``arm``
+    (the program's own note of what the run measures)."""
 
     variant: Variant
     gears: tuple = ()
     counted: tuple = dataclasses.field(default=(), compare=False, repr=False)
+    timed: bool = dataclasses.field(default=False, compare=False)
+    arm: typing.Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclasses.dataclass
@@ -96,14 +103,20 @@ class ClusterStats:
 
     Attributes:
         status: ``"function"`` (runs as a TF function), ``"compiled"`` (the backend compiled
-            it), ``"fallback"`` (the backend could not compile it; it runs on the CPU reference)
-            or ``"pending"`` (not run yet).
-        reason: why it fell back ("" otherwise).
+            it), ``"tensorflow"`` (the backend can compile it but measured TensorFlow's kernels
+            faster, so they run it), ``"fallback"`` (the backend could not compile it; it runs
+            on the CPU reference) or ``"pending"`` (not decided yet).
+        reason: why it fell back or stays on TensorFlow's kernels ("" otherwise).
         runs: runs that selected a gear of this cluster (gear clusters only).
         gear_counts: gear index → runs.
         actual_elements / padded_elements: elements fed and elements computed (padding waste).
         policy: the gear policy ("" without gears).
         compiles: executables built for it; cache_hits: executables reused from a cache.
+        compile_seconds: time its compilations added to the runs that compiled (measured: the
+            first compiled run against the later ones).
+        decisions: executable (``"gear 1"``, the fed shapes) → whether it runs compiled or on
+            TensorFlow's kernels, and the times that decided it (backends that decide).
+        runs_compiled / runs_tensorflow: runs with it compiled / on TensorFlow's kernels.
     """
 
     status: str = "function"
@@ -115,6 +128,10 @@ class ClusterStats:
     policy: str = ""
     compiles: int = 0
     cache_hits: int = 0
+    compile_seconds: float = 0.0
+    decisions: dict = dataclasses.field(default_factory=dict)
+    runs_compiled: int = 0
+    runs_tensorflow: int = 0
 
     @property
     def waste_ratio(self):
@@ -135,6 +152,9 @@ class RuntimeStats:
         fallbacks: clusters that fell back to the CPU reference.
         specializations / respecializations / evictions / hits: lazy_recompile shape cache
             (first build of a shape, rebuild of an evicted shape, evictions, reuses).
+        compile_seconds: the clusters' ``compile_seconds`` added up.
+        decisions_measured / decisions_remembered: compiled-or-not decisions measured by this
+            session's runs / found from an earlier session or process.
     """
 
     backend: str
@@ -147,6 +167,9 @@ class RuntimeStats:
     respecializations: int = 0
     evictions: int = 0
     hits: int = 0
+    compile_seconds: float = 0.0
+    decisions_measured: int = 0
+    decisions_remembered: int = 0
 
     def cluster(self, name):
         """The :class:`ClusterStats` of ``name`` (created on first use)."""
@@ -210,6 +233,10 @@ class Program:
     def count_again(self, selection):
         """Count a run that repeats ``selection`` (see :attr:`repeatable`)."""
         self._count_gears(selection.counted)
+
+    def ran(self, selection, seconds):
+        """A run of ``selection`` (one with ``timed``) succeeded in ``seconds`` (the session's
+        ``Session.run`` of the installed variant). The base program times nothing."""
 
     @staticmethod
     def _scan(result):

@@ -85,13 +85,28 @@ def _print_summary(args, outcome):
 
 
 def _compile_lines(report):
-    """Lines naming the backend's compile status per cluster (backends that record one)."""
+    """Lines naming the backend's compile status per cluster (backends that record one): on
+    the xla backend, compiled or kept on TensorFlow's kernels and why, for the clusters runs
+    decided (with ``graph_compiler_cache_dir``, in earlier processes)."""
     records = [(c["name"], c["compile"]) for c in report["clusters"] if "compile" in c]
     if not records:
         return []
     fallbacks = [(name, rec) for name, rec in records if "reason" in rec]
-    lines = [f"  backend {report['backend']}: {len(records) - len(fallbacks)} cluster(s) "
-             f"compiled, {len(fallbacks)} on the CPU reference\n"]
+    compilable = [(name, rec) for name, rec in records if "reason" not in rec]
+    decided = [(name, rec) for name, rec in compilable if rec.get("decisions")]
+    kept = [name for name, rec in decided
+            if all(d["runs_on"] == "tensorflow" for d in rec["decisions"])]
+    undecided = len(compilable) - len(decided)
+    lines = [f"  backend {report['backend']}: {len(decided) - len(kept)} cluster(s) compiled, "
+             f"{len(kept)} kept on TensorFlow's kernels, {undecided} not measured yet, "
+             f"{len(fallbacks)} on the CPU reference\n"]
+    for name, rec in decided:
+        lines.extend(f"    cluster {name} ({d['executable']}): {d['why']}\n"
+                     for d in rec["decisions"])
+    if undecided:
+        lines.append("    (a compilable cluster runs compiled or on TensorFlow's kernels as its "
+                     "first runs measure; with graph_compiler_cache_dir, the decisions of "
+                     "earlier runs are shown)\n")
     lines.extend(f"    {rec['detail']}\n" for _, rec in fallbacks)
     return lines
 

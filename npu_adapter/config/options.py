@@ -462,7 +462,8 @@ _SPECS = [
          "its memory, as TensorFlow does)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "isolate_clusters", "b", False, "npu_adapter",
          "CPU reference: never inline cluster functions (keeps the device boundary at run time; "
-         "numbers may then differ from plain TF by rounding)", ours=True, stamped=False),
+         "numbers may then differ from plain TF by rounding, and each signature's random ops "
+         "keep a state of their own)", ours=True, stamped=False),
     _opt(OUR_PREFIX + "emulate_precision", "s", "off", "npu_adapter",
          "CPU reference: run every cluster in the dtypes the NPU would use under the precision "
          "options (default from env NPU_ADAPTER_EMULATE_PRECISION, else off)",

@@ -175,7 +175,10 @@ class _Body:
                     return False
                 source = _node_of(text)
                 if source in self.nodes:
-                    internal = internal or not text.startswith("^")
+                    # Any input from the body, a control input included, waits for the gate
+                    # already (a Const in a loop frame waits for the frame's Merge: the gate,
+                    # outside every frame, may not be its input).
+                    internal = True
                     read_inside.add(source)
                 inputs.append(mapped)
             if self.gate is not None and not internal:

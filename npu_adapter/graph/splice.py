@@ -86,6 +86,34 @@ def _without_class(node):
     return copy
 
 
+def _reading_fed_tensors(node, stand_ins):
+    """``node`` with each input that names a feed's stand-in naming the fed tensor itself (the
+    splice binds stand-ins to the fed tensors): a node that reads a fed tensor as the user's
+    node does is that node, unchanged. Keeping the user's node matters beyond saving a copy: a
+    stateful kernel such as a random op keeps its state only under the user's name."""
+    if not stand_ins or not any(parse_input(text)[0] in stand_ins for text in node.input):
+        return node
+    copy = type(node)()
+    copy.CopyFrom(node)
+    del copy.input[:]
+    for text in node.input:
+        src, port, is_control = parse_input(text)
+        fed = stand_ins.get(src)
+        if fed is None:
+            copy.input.append(text)
+        elif is_control:
+            copy.input.append("^" + parse_input(fed)[0])
+        else:
+            copy.input.append(_format_tensor(fed))
+    return copy
+
+
+def _format_tensor(name):
+    """``name:0`` as a NodeDef input writes it (``name``)."""
+    src, port, _ = parse_input(name)
+    return src if port == 0 else f"{src}:{port}"
+
+
 def plan_splice(rewritten, target_nodes):
     """Plan the import of ``rewritten`` into a graph whose NodeDefs are ``target_nodes``.
 
@@ -100,12 +128,19 @@ def plan_splice(rewritten, target_nodes):
     nodes = rewritten.node
     stand_ins = {n.name: n.attr[FED_TENSOR_ATTR].s.decode() for n in nodes
                  if FED_TENSOR_ATTR in n.attr}
+    # The rewrite keeps a fed tensor's name with an Identity of its stand-in (``x`` reading
+    # ``x_feed_0``): that alias is the fed tensor too.
+    for n in nodes:
+        if n.op == "Identity" and len(n.input) == 1:
+            src, port, is_control = parse_input(n.input[0])
+            if not is_control and port == 0 and stand_ins.get(src) == f"{n.name}:0":
+                stand_ins[n.name] = stand_ins[src]
     changed = set()
     for node in nodes:
         if node.name in stand_ins:
             continue
         original = target_nodes.get(node.name)
-        if original is None or not _same_node(original, node):
+        if original is None or not _same_node(original, _reading_fed_tensors(node, stand_ins)):
             changed.add(node.name)
     consumers = collections.defaultdict(list)
     for node in nodes:

@@ -189,6 +189,7 @@ def _clusters(report, cluster_svgs):
     if not report["clusters"]:
         return '<section id="clusters"><h2>Clusters</h2><p>No cluster.</p></section>'
     colors = cluster_colors([c["name"] for c in report["clusters"]])
+    with_backend = any("compile" in c for c in report["clusters"])
     rows = []
     details = []
     for k, c in enumerate(report["clusters"]):
@@ -207,7 +208,9 @@ def _clusters(report, cluster_svgs):
             f'{_e(_bytes_text(c["input_bytes"], c["input_bytes_per_example"]))}</td>'
             f'<td class="n">{len(c["outputs"])} · '
             f'{_e(_bytes_text(c["output_bytes"], c["output_bytes_per_example"]))}</td>'
-            f"<td>{_e(gears)}</td></tr>")
+            f"<td>{_e(gears)}</td>"
+            + (f"<td>{_backend_cell(c.get('compile'))}</td>" if with_backend else "")
+            + "</tr>")
         svg = cluster_svgs.get(c["name"])
         drawing = (f'<div class="graph">{svg}</div>' if svg else
                    '<p class="dim">Not drawn (only the largest clusters get a drawing); filter '
@@ -229,7 +232,10 @@ def _clusters(report, cluster_svgs):
             f"<h4>Drawing</h4>{drawing}</details>")
     table = ('<table class="sortable" id="cluster-table"><thead><tr><th>Cluster</th>'
              "<th>Nodes</th><th>Op types</th><th>Separated from its neighbours by</th>"
-             "<th>Inputs · bytes</th><th>Outputs · bytes</th><th>Gears</th></tr></thead>"
+             "<th>Inputs · bytes</th><th>Outputs · bytes</th><th>Gears</th>"
+             + ('<th title="how the backend runs the cluster, and why (compiled time over '
+                'the time on TensorFlow\'s kernels)">Backend</th>'
+                if with_backend else "") + "</tr></thead>"
              f'<tbody>{"".join(rows)}</tbody></table>')
     return (f'<section id="clusters"><h2>Clusters</h2>'
             "<p>In execution order. Each cluster is cut off from the next by the host nodes "
@@ -239,6 +245,25 @@ def _clusters(report, cluster_svgs):
             "<p>Bytes moved per step: fixed sizes plus per-example sizes times the batch size "
             "where only the batch dim is unknown; ? marks unknown sizes.</p>"
             f'{"".join(details)}</section>')
+
+
+def _backend_cell(record):
+    """The Backend column of a cluster: compiled, kept on TensorFlow's kernels (and the
+    measured ratio) or on the CPU reference (and why)."""
+    if not record:
+        return "–"
+    if "reason" in record:
+        return f'<span title="{_e(record["detail"])}">CPU reference ({_e(record["reason"])})</span>'
+    decisions = record.get("decisions")
+    if not decisions:
+        return _e("XLA or TensorFlow's kernels, as its first runs measure")
+    parts = []
+    for d in decisions:
+        where = "XLA" if d["runs_on"] == "xla" else "TensorFlow's kernels"
+        label = f'{d["executable"]}: ' if len(decisions) > 1 else ""
+        parts.append(f'<span title="{_e(d["why"])}">{_e(label)}{_e(where)} '
+                     f'({d["ratio"]:.2f}×)</span>')
+    return "; ".join(parts)
 
 
 def _separators(cluster):

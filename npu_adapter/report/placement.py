@@ -22,7 +22,10 @@ graph the rewrite received into a dict (written as ``placement.json`` by ``dump_
                     "executed_on_host": [...], "calls": [...],
                     "separators": {"inputs": [...], "outputs": [...], "clusters_in": [...],
                                    "clusters_out": [...], "fetched": [...]},
-                    "compile": {"status", "reason", "detail"}}, ...],   # xla backend only
+                    "compile": {"status", "reason", "detail",          # xla backend only
+                                "decisions": [{"executable", "runs_on", "why",
+                                               "compiled_ms", "tensorflow_ms", "ratio",
+                                               "pairs"}]}}, ...],
       "nodes": {name: {"op", "device", "cluster", "reason", "executes",
                        "cause"}, ...},                    # graph order; cause: host nodes
       "reasons": {code: description}                                  # codes used above
@@ -57,7 +60,9 @@ batch dim is unknown; so one step moves ``input_bytes + batch * input_bytes_per_
 summary's ``boundary`` adds up all clusters the same way (0 when nothing is known) and counts the
 tensors of unknown size.
 The report holds no timings, paths or other run-dependent values: the same rewrite gives the same
-JSON, byte for byte.
+JSON, byte for byte — except, on the xla backend, each compiled cluster's ``decisions``: whether
+its executables run compiled or on TensorFlow's kernels, as runs measured them (in this process,
+or remembered in ``graph_compiler_cache_dir``); none until a run decided.
 """
 
 import json
@@ -157,7 +162,7 @@ def _cluster_groups(result):
     return groups
 
 
-def _cluster_records(result, graph_def, with_shapes):
+def _cluster_records(result, graph_def, with_shapes, decisions):
     groups = _cluster_groups(result)
     membership = result.membership()
     dtypes = _boundary_dtypes(result, graph_def, groups)
@@ -198,6 +203,12 @@ def _cluster_records(result, graph_def, with_shapes):
         if status:
             records[-1]["compile"] = status[0] if len(status) == 1 else \
                 _merged_status(status)
+            if main.name in decisions:
+                records[-1]["compile"]["decisions"] = [
+                    {"executable": label, "runs_on": "xla" if d.compiled else "tensorflow",
+                     "why": d.why, "compiled_ms": d.compiled_ms,
+                     "tensorflow_ms": d.tensorflow_ms, "ratio": d.ratio, "pairs": d.pairs}
+                    for label, d in decisions[main.name].items()]
     return records
 
 
@@ -224,6 +235,20 @@ def _merged_status(statuses):
     merged["steps_compiled"] = sum(1 for s in statuses if "reason" not in s)
     merged["steps"] = len(statuses)
     return merged
+
+
+def _backend_decisions(result, backend, config):
+    """Cluster → {executable: decision} of a backend that decides per cluster whether it
+    compiles (the xla backend), else {}."""
+    if backend is None or isinstance(backend, str):
+        from npu_adapter.backends import get_backend
+
+        try:
+            backend = get_backend(backend or "cpu")
+        except (KeyError, ValueError):
+            return {}
+    decide = getattr(backend, "cluster_decisions", None)
+    return decide(result.graph_def, config) if decide is not None else {}
 
 
 def _function_support(graph_def, backend, config):
@@ -364,7 +389,8 @@ def placement_report(result, graph_def, *, model=None, backend=None, config=None
     causes = host_causes(graph_def, nodes, _function_support(graph_def, backend, config))
     for name, cause in causes.items():
         nodes[name]["cause"] = cause
-    clusters = _cluster_records(result, graph_def, shapes)
+    clusters = _cluster_records(result, graph_def, shapes,
+                                _backend_decisions(result, backend, config))
     separators = _separators(clusters, graph_def, nodes, fetches)
     for cluster in clusters:
         cluster["separators"] = separators[cluster["name"]]

@@ -12,7 +12,9 @@ created; :mod:`npu_adapter.session.install` hands it ``run``, ``make_callable``,
    :mod:`npu_adapter.session.rewrite_cache`) and installs the rewrite there; sessions with equal
    options share it;
 2. the backend's runtime picks the variant of the signature the fed shapes select (a gear
-   called directly, a ``lazy_recompile`` specialisation; :mod:`npu_adapter.backends.runtime`);
+   called directly, a ``lazy_recompile`` specialisation, the XLA backend's clusters compiled or
+   on TensorFlow's kernels; :mod:`npu_adapter.backends.runtime`); when it asks, the run is
+   timed and the time handed back to it (:meth:`~npu_adapter.backends.runtime.Program.ran`);
 3. the fetches and feeds are moved onto the execution graph (:mod:`npu_adapter.session.fetches`)
    and run on the runner's TensorFlow session of the execution graph, which TensorFlow's own
    ``Session.run`` serves: its checks, its errors and its result structures are the user's.
@@ -27,6 +29,7 @@ graph (:mod:`npu_adapter.session.reuse`).
 import dataclasses
 import re
 import threading
+import time
 
 import tensorflow as tf
 
@@ -284,8 +287,10 @@ class SessionRunner:
         if plan is None:  # nothing to run: TensorFlow checks the feeds and returns the structure
             return _tf_run(session, fetches, feed_dict, options, run_metadata)
         installed = plan.signature.installed
+        selection = None
         if plan.program is not None:
-            installed = self._selected(plan, feed_dict)
+            selection = self._selection(plan, feed_dict)
+            installed = self._variant(plan.signature, selection.variant)
         mapped = plan.mapped.get(installed)
         if mapped is None:
             mapped = plan.mapped[installed] = _moved(plan.mapper.unique_fetches(), installed)
@@ -302,10 +307,13 @@ class SessionRunner:
             options, run_metadata = _traced(options, run_metadata)
         inner = self._inner_session()
         try:
+            start = time.perf_counter()
             if len(mapped) == 1:  # TensorFlow's fetch handling costs less for one element
                 values = [_tf_run(inner, mapped[0], feed_dict, options, run_metadata)]
             else:
                 values = _tf_run(inner, mapped, feed_dict, options, run_metadata)
+            if selection is not None and selection.timed:  # the runtime measures its variants
+                plan.program.ran(selection, time.perf_counter() - start)
         except tf.errors.OpError as error:
             raise _user_error(error, self.user_graph).with_traceback(
                 error.__traceback__) from None
@@ -347,9 +355,9 @@ class SessionRunner:
         return _Plan(mapper, signature, program, [t.name for t in fed] if simple else None,
                      _system_op(elements))
 
-    def _selected(self, plan, feed_dict):
-        """The Installed of the variant the fed shapes select (composite keys are no gear
-        inputs: their components are not looked at)."""
+    def _selection(self, plan, feed_dict):
+        """The runtime's :class:`~npu_adapter.backends.runtime.Selection` for the fed shapes
+        (composite keys are no gear inputs: their components are not looked at)."""
         shapes = {}
         if feed_dict:
             if plan.fed_names is not None:
@@ -359,8 +367,7 @@ class SessionRunner:
                          for key, value in fetch_rules.flat_feeds(feed_dict)
                          if isinstance(key, (tf.Tensor, str)))
             shapes = {name: fetch_rules.shape_of(value) for name, value in pairs}
-        selection = plan.program.select(shapes)
-        return self._variant(plan.signature, selection.variant)
+        return plan.program.select(shapes)
 
     def _system_op_ran(self, op_type):
         if op_type == "NPUInit":

@@ -13,8 +13,9 @@ import tensorflow as tf
 
 from npu_adapter.graph.names import parse_input
 from npu_adapter.graph.splice import plan_splice, splice_into_graph
+from npu_adapter.testing.values import difference
 
-__all__ = ["assert_rewrite_equivalent", "run_graph_def", "compare_values"]
+__all__ = ["assert_rewrite_equivalent", "run_graph_def", "compare_values", "variable_reads"]
 
 _tf1 = tf.compat.v1
 _VARIABLE_OPS = ("VariableV2", "Variable")
@@ -27,22 +28,35 @@ def _plain_session(*args, **kwargs):
     return plain_session_class()(*args, **kwargs)
 
 
-def _state_ops(graph):
-    """Build read/assign ops for every variable of ``graph``; returns a list of handles."""
-    handles = []
+def variable_reads(graph):
+    """``[(variable op name, tensor reading its value)]`` for every variable of ``graph``: TF1
+    ref variables (``VariableV2``) read through their own output, resource variables
+    (``VarHandleOp``) through a new ``ReadVariableOp`` (made in the ``npu_testing_state`` scope)."""
+    reads = []
     with graph.as_default(), tf.name_scope("npu_testing_state"):
         for op in graph.get_operations():
             if op.type in _VARIABLE_OPS:
-                value = op.outputs[0]
-                ph = _tf1.placeholder(value.dtype.base_dtype, value.shape)
-                assign = _tf1.assign(value, ph, validate_shape=False)
-                handles.append((op.name, value, ph, assign.op))
+                reads.append((op.name, op.outputs[0]))
             elif op.type == "VarHandleOp":
                 dtype = tf.as_dtype(op.get_attr("dtype"))
-                read = tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=dtype)
-                ph = _tf1.placeholder(dtype)
+                reads.append((op.name, tf.raw_ops.ReadVariableOp(resource=op.outputs[0],
+                                                                  dtype=dtype)))
+    return reads
+
+
+def _state_ops(graph):
+    """Build read/assign ops for every variable of ``graph``; returns a list of handles."""
+    handles = []
+    for name, read in variable_reads(graph):
+        op = graph.get_operation_by_name(name)
+        with graph.as_default(), tf.name_scope("npu_testing_state"):
+            if op.type in _VARIABLE_OPS:
+                ph = _tf1.placeholder(read.dtype.base_dtype, read.shape)
+                assign = _tf1.assign(read, ph, validate_shape=False).op
+            else:
+                ph = _tf1.placeholder(read.dtype)
                 assign = tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=ph)
-                handles.append((op.name, read, ph, assign))
+        handles.append((name, read, ph, assign))
     return handles
 
 
@@ -70,16 +84,11 @@ def compare_values(expected, actual, rtol=0.0, atol=0.0, what="value"):
         raise AssertionError(f"{what}: expected {expected.dtype}{list(expected.shape)}, got "
                              f"{actual.dtype}{list(actual.shape)}")
     if rtol == 0 and atol == 0 or expected.dtype.kind not in "fc":
-        if expected.dtype.kind in "fc":
-            same = expected.tobytes() == actual.tobytes() or \
-                np.array_equal(expected, actual, equal_nan=True)
-        else:
-            same = np.array_equal(expected, actual)
-        if not same:
-            diff = ""
-            if expected.dtype.kind in "fc":
-                diff = f" (max abs difference {np.nanmax(np.abs(expected - actual))})"
-            raise AssertionError(f"{what} differs after the rewrite{diff}")
+        found = difference(expected, actual)
+        if found is not None:
+            diff = f" (max abs difference {found.max_abs_diff:.3g})" \
+                if found.max_abs_diff is not None else ""
+            raise AssertionError(f"{what} differs after the rewrite{diff}: {found.describe()}")
     else:
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
 

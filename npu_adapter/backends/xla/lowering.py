@@ -8,12 +8,18 @@ see :mod:`npu_adapter.backends.cpu.lowering`. Lowering makes every ``GeOp`` a
 * **Check** (:mod:`~npu_adapter.backends.xla.compilability`): every op of the function (and of
   the functions it calls) has an ``XLA_CPU_JIT`` kernel for its dtypes, and none has a
   value-dependent output shape or touches strings, variants or non-variable resources.
-* **Compiled** cluster: the call node gets ``_XlaMustCompile=True``; TensorFlow then compiles
-  the call with XLA, once per distinct set of input shapes, and runs the executable.
-* **Cluster with gears**: the dispatcher (shape checks, padding, ``Case``) stays a plain
-  function and each gear's static-shape copy ``<F>_gear_<g>`` becomes a one-node wrapper that
-  calls the gear's body (``<F>_gear_<g>_xla``) with ``_XlaMustCompile``: one executable per
-  gear, whether the session calls the gear directly or through the dispatcher.
+* **Compiled** cluster ``F``: the call node calls the form XLA compiles — ``F`` itself, or
+  ``F_xla``, a copy whose depthwise convolutions are written as XLA compiles them well
+  (:mod:`~npu_adapter.backends.xla.depthwise`) — with ``_XlaMustCompile=True``; TensorFlow then
+  compiles the call with XLA, once per distinct set of input shapes, and runs the executable.
+  ``F`` stays in the library unchanged: it is the cluster on TensorFlow's kernels
+  (``_npu_adapter_xla_tf_function`` on the node names it), which the runtime runs instead where
+  it measures TensorFlow's kernels faster (:mod:`~npu_adapter.backends.xla.runtime`).
+* **Cluster with gears**: the call node calls ``F_xla``, a copy of the dispatcher (shape checks,
+  padding, ``Case``) whose branches call ``F_xla_gear_<g>``, one-node wrappers that call the
+  gear's static-shape body (``F_gear_<g>``, or its rewritten copy ``F_gear_<g>_xla``) with
+  ``_XlaMustCompile``: one executable per gear, whether the session calls the gear directly or
+  through the dispatcher. ``F`` and its ``F_gear_<g>`` are the gears on TensorFlow's kernels.
 * **Fallback**: a cluster that fails the check runs on the CPU reference, unchanged.
 
 Each lowered cluster node says what happened: ``_npu_adapter_xla_status`` (``xla`` or
@@ -34,6 +40,8 @@ from npu_adapter.backends.cpu.lowering import (
     lower_to_function_calls,
 )
 from npu_adapter.backends.xla.compilability import check_functions
+from npu_adapter.backends.xla.depthwise import decompose_depthwise
+from npu_adapter.graph.names import parse_input
 from npu_adapter.vocabulary import (
     CLUSTER_GEARS_ATTR,
     GEAR_FUNCTION_SUFFIX,
@@ -44,15 +52,17 @@ from npu_adapter.vocabulary import (
     XLA_STATUS_ATTR,
     XLA_STATUS_COMPILED,
     XLA_STATUS_FALLBACK,
+    XLA_TF_FUNCTION_ATTR,
 )
 
-__all__ = ["GEAR_BODY_SUFFIX", "XlaBackend", "cluster_verdicts", "lower_for_xla"]
+__all__ = ["COMPILED_SUFFIX", "XlaBackend", "cluster_verdicts", "lower_for_xla"]
 
 logger = logging.getLogger(__name__)
 
-GEAR_BODY_SUFFIX = "_xla"
-"""The body of gear ``g`` of cluster ``F`` moves to ``F_gear_<g>_xla``; ``F_gear_<g>`` becomes
-the wrapper that XLA-compiles it."""
+COMPILED_SUFFIX = "_xla"
+"""``F_xla``: the form of cluster function ``F`` that XLA compiles (or, with gears, the
+dispatcher calling the compiled gears ``F_xla_gear_<g>``); ``F_gear_<g>_xla``: a gear body
+rewritten for XLA."""
 
 
 def _gear_functions(fname, functions):
@@ -99,14 +109,57 @@ def _compile_wrapper(name, body):
     return wrapper
 
 
+def _renamed_calls(fdef, name, renames):
+    """A copy of ``fdef`` called ``name`` whose nodes call ``renames[f]`` instead of ``f``."""
+    copy = function_pb2.FunctionDef()
+    copy.CopyFrom(fdef)
+    copy.signature.name = name
+    for node in copy.node_def:
+        for value in node.attr.values():
+            kind = value.WhichOneof("value")
+            if kind == "func" and value.func.name in renames:
+                value.func.name = renames[value.func.name]
+            elif kind == "list":
+                for func in value.list.func:
+                    if func.name in renames:
+                        func.name = renames[func.name]
+    return copy
+
+
+def _constant_arg_shapes(call, fdef, outer):
+    """Argument name → static shape of ``fdef``'s arguments that ``call`` (its call node in
+    the outer graph ``outer``: name → NodeDef) feeds from a constant (the hoisted weights)."""
+    data = [text for text in call.input if not text.startswith("^")]
+    shapes = {}
+    for arg, text in zip(fdef.signature.input_arg, data):
+        source = outer.get(parse_input(text)[0])
+        while source is not None and source.op == "Identity" and source.input:
+            source = outer.get(parse_input(source.input[0])[0])
+        if source is not None and source.op == "Const":
+            shape = source.attr["value"].tensor.tensor_shape
+            if not shape.unknown_rank:
+                shapes[arg.name] = tuple(d.size for d in shape.dim)
+    return shapes
+
+
+def _compiled_form(fdef, name, arg_shapes):
+    """``fdef`` rewritten for XLA under ``name``, or None when XLA compiles it as it is."""
+    rewritten, _ = decompose_depthwise(fdef, arg_shapes)
+    if rewritten is not None:
+        rewritten.signature.name = name
+        rewritten.attr.pop("_noinline", None)  # compiled as one unit; nothing to inline
+    return rewritten
+
+
 def lower_for_xla(graph_def, config=None):
     """Lower every ``GeOp`` of ``graph_def`` for XLA (see the module docstring); returns the new
     GraphDef. Deterministic: the same input gives the same output."""
     verdicts = cluster_verdicts(graph_def)
     isolate = bool(getattr(config, "npu_adapter_isolate_clusters", False))
     out = lower_to_function_calls(graph_def, isolate=isolate)
-    index = {f.signature.name: k for k, f in enumerate(out.library.function)}
-    wrappers = []
+    functions = {f.signature.name: f for f in out.library.function}
+    outer = {node.name: node for node in out.node}
+    added = []
     for node in out.node:
         verdict = verdicts.get(node.name)
         if verdict is None:
@@ -120,16 +173,30 @@ def lower_for_xla(graph_def, config=None):
             continue
         node.attr[XLA_STATUS_ATTR].s = XLA_STATUS_COMPILED.encode()
         fname = node.attr["f"].func.name
-        gears = _gear_functions(fname, index) if CLUSTER_GEARS_ATTR in node.attr else []
+        node.attr[XLA_TF_FUNCTION_ATTR].s = fname.encode()
+        arg_shapes = _constant_arg_shapes(node, functions[fname], outer)
+        gears = _gear_functions(fname, functions) if CLUSTER_GEARS_ATTR in node.attr else []
+        compiled = fname + COMPILED_SUFFIX
         if not gears:
+            form = _compiled_form(functions[fname], compiled, arg_shapes)
+            if form is not None:
+                added.append(form)
+                node.attr["f"].func.name = compiled
             node.attr[XLA_MUST_COMPILE_ATTR].b = True
             continue
-        for gear_name in gears:
-            body = out.library.function[index[gear_name]]
-            body.signature.name = gear_name + GEAR_BODY_SUFFIX
-            body.attr.pop("_noinline", None)  # compiled as one unit; nothing to inline
-            wrappers.append(_compile_wrapper(gear_name, body))
-    out.library.function.extend(wrappers)
+        renames = {}
+        for g, gear_name in enumerate(gears):
+            body = _compiled_form(functions[gear_name], gear_name + COMPILED_SUFFIX,
+                                  arg_shapes)
+            if body is not None:
+                added.append(body)
+            wrapper = f"{compiled}{GEAR_FUNCTION_SUFFIX}{g}"
+            added.append(_compile_wrapper(wrapper, body if body is not None
+                                          else functions[gear_name]))
+            renames[gear_name] = wrapper
+        added.append(_renamed_calls(functions[fname], compiled, renames))
+        node.attr["f"].func.name = compiled
+    out.library.function.extend(added)
     return out
 
 
@@ -142,9 +209,10 @@ class XlaBackend(CpuReferenceBackend):
     # The runtime counts the executables its TensorFlow session compiled: an adopted session
     # would hold executables its counts do not know.
     reuses_tf_sessions = False
-    # Compiled calls must stay calls, and a fallback cluster keeps its call so that the
-    # runtime's counts of what TensorFlow compiled stay those of the rewritten graph.
-    inlines_calls_at_install = False
+    # Clusters on TensorFlow's kernels (a fallback, or a cluster measured faster there) are
+    # installed inlined, as the CPU reference installs them: then they run as the user's own
+    # graph does. Compiled calls (_XlaMustCompile) stay calls (graph/inline.py).
+    inlines_calls_at_install = True
 
     def outside_cluster_reason(self, node_def, op_def):
         """Why cluster member ``node_def`` runs in the outer graph here, or None. XLA compiles
@@ -170,6 +238,33 @@ class XlaBackend(CpuReferenceBackend):
 
             check_cache_dir(directory)
         return lower_for_xla(graph_def, config)
+
+    def cluster_decisions(self, graph_def, config):
+        """Cluster node name → {executable label: :class:`~npu_adapter.backends.xla.decisions.
+        Decision`} for the compiled clusters of ``graph_def`` (a graph this backend lowered):
+        what runs of them decided, in this process or, with ``graph_compiler_cache_dir`` in
+        ``config``, in earlier ones. Reads only; clusters not decided yet are absent."""
+        import os
+
+        from npu_adapter.backends.xla.decisions import (
+            DECISIONS_SUBDIR,
+            DecisionStore,
+            cluster_digest,
+        )
+        from npu_adapter.backends.xla.persistent_cache import SUBDIR
+
+        directory = getattr(config, "graph_compiler_cache_dir", None)
+        store = DecisionStore(os.path.join(os.path.abspath(os.path.expanduser(directory)),
+                                           SUBDIR, DECISIONS_SUBDIR) if directory else None)
+        functions = {f.signature.name: f for f in graph_def.library.function}
+        found = {}
+        for node in graph_def.node:
+            if XLA_STATUS_ATTR in node.attr and \
+                    node.attr[XLA_STATUS_ATTR].s.decode() == XLA_STATUS_COMPILED:
+                decisions = store.for_cluster(cluster_digest(node, functions))
+                if decisions:
+                    found[node.name] = decisions
+        return found
 
     def available(self):
         # XlaLaunch's CPU kernel is registered at import when TensorFlow is built with XLA; the

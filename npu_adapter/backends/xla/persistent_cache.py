@@ -6,10 +6,11 @@ The XLA backend points it at ``<graph_compiler_cache_dir>/npu_adapter_xla/`` and
 TensorFlow leaves out:
 
 * **When.** TensorFlow reads ``TF_XLA_FLAGS`` once per process, when the first device is created
-  (the first session, or the first eager operation). :func:`activate` sets the flag and then
-  compiles a one-op probe to check that TensorFlow writes there; when it was too late (the flag
-  was read before), it warns with :class:`XlaCacheWarning` and the backend runs uncached. Set
-  the option (or the flag yourself) before the process runs anything in TensorFlow.
+  (the first session, or the first eager operation). :func:`activate` sets the flag and makes
+  TensorFlow read its flags at once, with a marker that shows whether this read was the first
+  (nothing is compiled to find out); when it was too late (the flags were read before), it
+  warns with :class:`XlaCacheWarning` and the backend runs uncached. Set the option (or the
+  flag yourself) before the process runs anything in TensorFlow.
 * **Corrupt entries.** TensorFlow fails the run when an entry is truncated ("Read less bytes
   than requested"). Each entry gets a record (``<entry>.record.json``: size, SHA-256, last use);
   an entry whose size no longer matches its record, or, without a record, whose protobuf
@@ -27,12 +28,11 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import threading
-import time
 import warnings
 
 from npu_adapter.backends.compile_cache import CompileCacheDirError, CompileCacheWarning
+from npu_adapter.datadump.writer import write_atomic
 
 __all__ = ["FLAG", "PersistentCache", "XlaCacheWarning", "activate", "check_cache_dir",
            "flag_directory", "framing_problem"]
@@ -84,7 +84,8 @@ def check_cache_dir(directory):
 def activate(root):
     """Point TensorFlow's persistent XLA cache at ``root`` (an existing directory) for this
     process. Returns True when TensorFlow writes there, else False after an
-    :class:`XlaCacheWarning` saying why and what to do."""
+    :class:`XlaCacheWarning` saying why and what to do. Compiles nothing (see
+    :func:`_flags_read_now`)."""
     root = os.path.abspath(root)
     with _LOCK:
         if "root" in _ACTIVE:
@@ -110,21 +111,59 @@ def activate(root):
         if named is None and not persistent_cache_supported():
             warnings.warn(_unsupported(root), XlaCacheWarning, stacklevel=3)
             return False
-        if named is None:
-            os.environ["TF_XLA_FLAGS"] = f"{flags} {FLAG}={root}".strip()
-        # Whether TensorFlow has read the flag already shows only by its effect (no public API
-        # says whether the devices exist): a probe compiles and must write an entry there.
-        if not _probe_writes_to(root):
-            if named is None:  # the flag had no effect: the environment stays as it was
-                if given is None:
-                    del os.environ["TF_XLA_FLAGS"]
-                else:
-                    os.environ["TF_XLA_FLAGS"] = given
+        if named is not None:
+            # The user exported it (before Python started, as docs/xla.md says).
+            _ACTIVE["root"] = root
+            return True
+        os.environ["TF_XLA_FLAGS"] = f"{flags} {FLAG}={root}".strip()
+        if not _flags_read_now(flags):
+            if given is None:  # the flag had no effect: the environment stays as it was
+                del os.environ["TF_XLA_FLAGS"]
+            else:
+                os.environ["TF_XLA_FLAGS"] = given
             _ACTIVE["too_late"] = True
             warnings.warn(_too_late(root), XlaCacheWarning, stacklevel=3)
             return False
         _ACTIVE["root"] = root
         return True
+
+
+_FOLDING_FLAG = "--tf_xla_disable_constant_folding"
+
+
+def _flag_value(flags, name):
+    """The boolean value the last ``name`` / ``name=...`` of ``flags`` gives (False when
+    absent), as TensorFlow's flag parser reads it."""
+    value = False
+    for token in flags.split():
+        if token == name:
+            value = True
+        elif token.startswith(name + "="):
+            value = token[len(name) + 1:].lower() in ("1", "true")
+    return value
+
+
+def _flags_read_now(flags):
+    """Whether TensorFlow parses ``TF_XLA_FLAGS`` now (as this process set it), rather than
+    having parsed it before: TensorFlow parses all its flags once, the first time one is read.
+
+    A marker tells which: the opposite of the user's ``--tf_xla_disable_constant_folding`` is
+    appended to ``TF_XLA_FLAGS`` and the flag read back (reading parses the flags if nothing
+    did yet). Reading the marker means the flags were parsed just now, the cache directory with
+    them; then the flag's parsed value is set back to the user's and the marker leaves the
+    environment. Nothing is compiled: a process whose cache is warm compiles nothing at all."""
+    from npu_adapter import tf_compat
+
+    wanted = _flag_value(flags, _FOLDING_FLAG)
+    marked = os.environ["TF_XLA_FLAGS"]
+    os.environ["TF_XLA_FLAGS"] = f"{marked} {_FOLDING_FLAG}={str(not wanted).lower()}"
+    try:
+        now = tf_compat.xla_constant_folding_disabled() != wanted
+        if now:
+            tf_compat.set_xla_constant_folding_disabled(wanted)
+    finally:
+        os.environ["TF_XLA_FLAGS"] = marked
+    return now
 
 
 MIN_PERSISTENT_CACHE_VERSION = (2, 16)
@@ -159,19 +198,6 @@ def _too_late(root):
             f"first session or eager operation starts); XLA executables are not cached in this "
             f"process. Set the option before running anything in TensorFlow, or export "
             f"TF_XLA_FLAGS='{FLAG}={root}' before starting Python")
-
-
-def _probe_writes_to(root):
-    from npu_adapter.backends.xla.probe import compile_probe
-
-    before = set(os.listdir(root))
-    # A value no earlier process used: the probe must compile (a hit would write nothing).
-    compile_probe(1.0 + (time.time_ns() % 1000003) / 1e7)
-    new = [name for name in os.listdir(root) if name not in before]
-    for name in new:  # the probe's entry is of no use to anyone
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(root, name))
-    return bool(new)
 
 
 def _file_digest(path):
@@ -257,15 +283,8 @@ class PersistentCache:
             return None
 
     def _write_record(self, name, record):
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.root)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(record, f, sort_keys=True)
-            os.replace(tmp, self._record_path(name))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(self._record_path(name), json.dumps(record, sort_keys=True),
+                     make_dirs=False)
 
     def _remove(self, name):
         for path in (os.path.join(self.root, name), self._record_path(name)):

@@ -1,13 +1,28 @@
-"""Run-time half of the ``xla`` backend: executables per static shape, and the persistent cache.
+"""Run-time half of the ``xla`` backend: per cluster, XLA's executable or TensorFlow's kernels,
+whichever is faster; executables per static shape; the persistent cache.
+
+Every compiled cluster of a lowered signature exists in two forms: the call XLA compiles, and
+the cluster function TensorFlow's kernels run (:mod:`~npu_adapter.backends.xla.lowering`). For
+each context of a signature — the executables one run uses: a gear per gear cluster, or the
+shapes of the fed tensors — the program runs a :class:`~npu_adapter.backends.xla.trial.Trial`
+over its first runs: the first run on TensorFlow's kernels (it never waits for a compilation),
+then, cluster by cluster, timed runs alternating the two forms, and keeps the faster. A decision
+is remembered (:mod:`~npu_adapter.backends.xla.decisions`) for the process and, with
+``graph_compiler_cache_dir``, on disk next to the executables: a later session or process
+measures nothing; its first run of the context runs on TensorFlow's kernels too (loading an
+executable from the persistent cache costs a large model seconds), the decided variant runs
+from the second. The variants
+are graphs of the signature (:class:`~npu_adapter.backends.runtime.Variant`) the session installs
+once each: the base graph has every compiled cluster compiled; a variant lists the clusters that
+run on TensorFlow's kernels instead.
 
 TensorFlow compiles an ``_XlaMustCompile`` call the first time it runs with a given set of input
 shapes, keeps the executable for the session's lifetime and reuses it for every later run with
 the same shapes. The runtime mirrors that bookkeeping per session so the statistics say what was
-compiled: a compiled cluster's executable is keyed by its gear (one executable per gear, see
-:mod:`~npu_adapter.backends.xla.lowering`) or, without gears, by the shapes of the run's fed
-tensors (a new combination counts as one compile of each such cluster: an upper bound when a
-cluster does not see every feed). In the steady state — the same shapes again — nothing is
-compiled.
+compiled: a compiled cluster's executable is keyed by its gear (one executable per gear) or,
+without gears, by the shapes of the run's fed tensors (a new combination counts as one compile
+of each cluster that runs compiled with it: an upper bound when a cluster does not see every
+feed). In the steady state — the same shapes again — nothing is compiled and nothing measured.
 
 With ``graph_compiler_cache_dir`` the runtime also points TensorFlow's persistent XLA cache at
 ``<dir>/npu_adapter_xla`` when the session is created (:mod:`.persistent_cache`), checks its
@@ -15,15 +30,30 @@ entries before TensorFlow reads them, and counts entries written (compiled in a 
 read (loaded instead of compiling): :meth:`XlaRuntime.cache_stats`.
 """
 
-from npu_adapter.backends.runtime import BackendRuntime, Program
+import os
+import threading
+
+from npu_adapter.backends.runtime import BackendRuntime, Program, Selection, Variant
+from npu_adapter.backends.xla.decisions import (
+    DECISIONS_SUBDIR,
+    Decision,
+    DecisionStore,
+    cluster_digest,
+    executable_label,
+)
+from npu_adapter.backends.xla.trial import Trial
 from npu_adapter.vocabulary import (
     XLA_DETAIL_ATTR,
+    XLA_MUST_COMPILE_ATTR,
     XLA_STATUS_ATTR,
     XLA_STATUS_COMPILED,
     XLA_STATUS_FALLBACK,
+    XLA_TF_FUNCTION_ATTR,
 )
 
-__all__ = ["XlaProgram", "XlaRuntime"]
+__all__ = ["XlaProgram", "XlaRuntime", "on_tensorflow_kernels"]
+
+_VARIANT = "xla"
 
 
 def _compile_status(result):
@@ -37,26 +67,136 @@ def _compile_status(result):
     return found
 
 
+def on_tensorflow_kernels(graph_def, clusters):
+    """A copy of ``graph_def`` whose compiled cluster calls named in ``clusters`` call the
+    cluster function on TensorFlow's kernels instead (the function the lowering recorded in
+    ``_npu_adapter_xla_tf_function``), without ``_XlaMustCompile``."""
+    out = type(graph_def)()
+    out.CopyFrom(graph_def)
+    wanted = set(clusters)
+    for node in out.node:
+        if node.name not in wanted or XLA_TF_FUNCTION_ATTR not in node.attr:
+            continue
+        node.attr["f"].func.name = node.attr[XLA_TF_FUNCTION_ATTR].s.decode()
+        node.attr.pop(XLA_MUST_COMPILE_ATTR, None)
+    return out
+
+
+class _Context:
+    """One context of a program: its trial, its final selection once decided, and its runs per
+    variant (the clusters on TensorFlow's kernels → runs)."""
+
+    __slots__ = ("base", "labels", "trial", "final", "final_on_tf", "runs", "warm", "noted")
+
+    def __init__(self, base, labels, trial):
+        self.base = base          # the base Selection (gears, lazy shapes)
+        self.labels = labels      # cluster -> executable label
+        self.trial = trial
+        self.final = None
+        self.final_on_tf = None
+        self.runs = {}
+        self.warm = set()         # the arms (clusters on TensorFlow's kernels) that ran
+        self.noted = False        # the final selection's executables were counted
+
+
 class XlaProgram(Program):
-    """A signature's program: gear and lazy selection as for the CPU reference, plus the
-    executable bookkeeping of its compiled clusters."""
+    """A signature's program: gear and lazy selection as for the CPU reference, and per context
+    the compiled-or-TensorFlow decision of each compiled cluster (see the module docstring)."""
 
     def __init__(self, runtime, result, feeds, compiled):
         super().__init__(runtime, result, feeds)
-        self.compiled = tuple(compiled)  # names of the XLA-compiled cluster nodes
+        self.compiled = tuple(compiled)  # names of the compiled cluster nodes, decision order
         self._gear_index = {c.name: k for k, c in enumerate(self.gear_clusters)}
+        functions = {f.signature.name: f for f in result.graph_def.library.function}
+        nodes = {node.name: node for node in result.graph_def.node}
+        self.digests = {name: cluster_digest(nodes[name], functions) for name in self.compiled}
+        self.contexts = {}
+        self._context_lock = threading.Lock()
 
     @property
     def needs_shapes(self):
         return bool(self.compiled) or super().needs_shapes
 
+    @property
+    def repeatable(self):
+        # A trial hands out another variant run after run.
+        return not self.compiled and super().repeatable
+
     def select(self, fed_shapes):
-        selection = super().select(fed_shapes)
-        shapes = tuple((name, tuple(fed_shapes[name])) for name in self.feeds
-                       if name in fed_shapes)
+        base = super().select(fed_shapes)
+        if not self.compiled:
+            return base
+        # In name order: the same executables whatever order the feeds were named in.
+        shapes = tuple(sorted((name, tuple(fed_shapes[name])) for name in self.feeds
+                              if name in fed_shapes))
+        key = (base.variant.key,
+               tuple(self._executable_key(name, base, shapes) for name in self.compiled))
+        with self._context_lock:
+            context = self.contexts.get(key)
+            if context is None:
+                context = self.contexts[key] = self._new_context(base, key[1])
+                all_on_tf = tuple(sorted(self.compiled))
+                if context.final is not None and context.final_on_tf != all_on_tf:
+                    # Decided before (remembered), but a context's first run still runs on
+                    # TensorFlow's kernels: it never waits for an executable to be compiled
+                    # or loaded from graph_compiler_cache_dir; the second run does.
+                    context.runs[all_on_tf] = 1
+                    return Selection(self._variant(base, all_on_tf), base.gears, base.counted)
+            if context.final is not None:
+                if not context.noted:
+                    context.noted = True
+                    self._note_executables(context, context.final_on_tf)
+                context.runs[context.final_on_tf] = context.runs.get(context.final_on_tf,
+                                                                     0) + 1
+                return context.final
+            on_tf, arm = context.trial.next_run(context.warm)
+            context.runs[on_tf] = context.runs.get(on_tf, 0) + 1
+            first = on_tf not in context.warm
+        self._note_executables(context, on_tf)
+        return Selection(self._variant(base, on_tf), base.gears, base.counted, timed=True,
+                         arm=(context, on_tf, arm, first))
+
+    def ran(self, selection, seconds):
+        context, on_tf, arm, first = selection.arm
+        with self._context_lock:
+            context.warm.add(on_tf)
+            measured = context.trial.record(arm, seconds, first)
+            if measured is not None:
+                self.runtime.measured(self, context.labels[measured.cluster], measured)
+            if context.trial.done and context.final is None:
+                self._finish(context)
+                context.noted = True
+                self._note_executables(context, context.final_on_tf)
+
+    def _new_context(self, base, keys):
+        labels = {name: executable_label(key) for name, key in zip(self.compiled, keys)}
+        known = {}
+        for name in self.compiled:
+            decision = self.runtime.decisions.get(self.digests[name], labels[name])
+            if decision is not None:
+                known[name] = decision.compiled
+                self.runtime.remembered(name, decision)
+        context = _Context(base, labels, Trial(self.compiled, known))
+        if context.trial.done:
+            self._finish(context)
+        return context
+
+    def _finish(self, context):
+        context.final_on_tf = context.trial.on_tensorflow()
+        base = context.base
+        context.final = Selection(self._variant(base, context.final_on_tf), base.gears,
+                                  base.counted)
+
+    @staticmethod
+    def _variant(base, on_tf):
+        if not on_tf and base.variant.key is None:
+            return base.variant
+        return Variant((_VARIANT, base.variant.key, on_tf), base.variant.evicts)
+
+    def _note_executables(self, context, on_tf):
+        skipped = set(on_tf)
         self.runtime.note_executables(
-            (name, self._executable_key(name, selection, shapes)) for name in self.compiled)
-        return selection
+            (name, context.labels[name]) for name in self.compiled if name not in skipped)
 
     def _executable_key(self, name, selection, shapes):
         index = self._gear_index.get(name)
@@ -65,17 +205,39 @@ class XlaProgram(Program):
             return ("gear", selection.gears[index])
         return ("shapes", shapes)
 
+    def runs_per_cluster(self):
+        """Cluster → ``[runs compiled, runs on TensorFlow's kernels]`` so far."""
+        counts = {name: [0, 0] for name in self.compiled}
+        with self._context_lock:
+            for context in self.contexts.values():
+                for on_tf, runs in context.runs.items():
+                    for name in self.compiled:
+                        counts[name][name in on_tf] += runs
+        return counts
+
+    def variant_graph(self, key, graph_def=None):
+        if key[0] != _VARIANT:
+            return super().variant_graph(key, graph_def)
+        _, base_key, on_tf = key
+        graph = on_tensorflow_kernels(
+            graph_def if graph_def is not None else self.result.graph_def, on_tf)
+        return graph if base_key is None else super().variant_graph(base_key, graph)
+
 
 class XlaRuntime(BackendRuntime):
-    """Per-session runtime of the ``xla`` backend (statuses ``compiled``, ``pending`` or
-    ``fallback``; ``compiles`` per cluster; the persistent cache)."""
+    """Per-session runtime of the ``xla`` backend: statuses ``pending``, ``compiled``,
+    ``tensorflow`` (measured faster on TensorFlow's kernels) or ``fallback``, the decisions and
+    what they measured, compilations per cluster, the persistent cache."""
 
     def __init__(self, backend, config):
         super().__init__(backend, config)
-        self._executables = {}  # cluster name -> set of executable keys
+        self._executables = {}  # cluster name -> set of executable labels
+        self._compiled = {}     # cluster name -> {executable label: decided compiled}
+        self._programs = []
         self.cache = None
         self.cache_active = False
         directory = getattr(config, "graph_compiler_cache_dir", None)
+        decisions_dir = None
         if directory:
             from npu_adapter.backends.xla.persistent_cache import PersistentCache, activate
 
@@ -84,6 +246,8 @@ class XlaRuntime(BackendRuntime):
             # Before TensorFlow may read an entry: corrupted ones are removed now.
             self.cache.sync()
             self.cache_active = activate(self.cache.root)
+            decisions_dir = os.path.join(self.cache.root, DECISIONS_SUBDIR)
+        self.decisions = DecisionStore(decisions_dir)
 
     def prepare(self, result, feeds=()):
         statuses = _compile_status(result)
@@ -98,21 +262,57 @@ class XlaRuntime(BackendRuntime):
                     if stats.status != "fallback":
                         self.stats_record.fallbacks += 1
                     stats.status, stats.reason = "fallback", detail
-                elif name not in self._executables:
+                elif not stats.decisions:
                     stats.status = "pending"
-        return XlaProgram(self, result, feeds, compiled)
+        program = XlaProgram(self, result, feeds, compiled)
+        with self.lock:
+            self._programs.append(program)
+        return program
+
+    # ------------------------------------------------------------------ decisions
+    def remembered(self, name, decision):
+        """Record ``decision`` of cluster ``name``, found among the remembered ones."""
+        with self.lock:
+            self.stats_record.decisions_remembered += 1
+            self._record_decision(name, decision)
+
+    def measured(self, program, label, measured):
+        """Record and remember a decision a trial of ``program`` just measured for executable
+        ``label``."""
+        name = measured.cluster
+        decision = Decision(name, label, measured.compiled, measured.compiled_s * 1e3,
+                            measured.tensorflow_s * 1e3, measured.ratio, measured.pairs)
+        self.decisions.put(program.digests[name], decision)
+        with self.lock:
+            self.stats_record.decisions_measured += 1
+            stats = self.stats_record.cluster(name)
+            stats.compile_seconds += measured.compile_s
+            self.stats_record.compile_seconds += measured.compile_s
+            self._record_decision(name, decision)
+
+    def _record_decision(self, name, decision):
+        stats = self.stats_record.cluster(name)
+        stats.decisions[decision.executable] = decision.why
+        compiled = self._compiled.setdefault(name, {})
+        compiled[decision.executable] = decision.compiled
+        # Compiled when any of its executables is; the reason of one kept on TensorFlow's
+        # kernels everywhere is the last decision's sentence.
+        if any(compiled.values()):
+            stats.status, stats.reason = "compiled", ""
+        else:
+            stats.status, stats.reason = "tensorflow", decision.why
 
     def note_executables(self, keyed):
-        """Record the executables a run uses (``(cluster name, key)`` pairs); a key not seen
-        before in this session is a compilation."""
+        """Record the executables a run uses (``(cluster name, executable label)`` pairs of
+        the clusters it runs compiled); one not seen before in this session is a
+        compilation."""
         with self.lock:
-            for name, key in keyed:
+            for name, label in keyed:
                 seen = self._executables.setdefault(name, set())
-                if key in seen:
+                if label in seen:
                     continue
-                seen.add(key)
+                seen.add(label)
                 stats = self.stats_record.cluster(name)
-                stats.status = "compiled"
                 stats.compiles += 1
                 self.stats_record.compiles += 1
 
@@ -135,7 +335,15 @@ class XlaRuntime(BackendRuntime):
             with self.lock:
                 self.stats_record.cache_misses = counts["written"]
                 self.stats_record.cache_hits = counts["read"]
-        return super().stats()
+        snapshot = super().stats()
+        with self.lock:
+            programs = list(self._programs)
+        for program in programs:
+            for name, (compiled, kernels) in program.runs_per_cluster().items():
+                stats = snapshot.cluster(name)
+                stats.runs_compiled += compiled
+                stats.runs_tensorflow += kernels
+        return snapshot
 
     def close(self):
         if self.cache is not None:
