@@ -18,6 +18,7 @@ from npu_adapter.graph.payload import strip_payloads
 from npu_adapter.graph.verify import verify_graph
 from npu_adapter.graph.view import GraphView
 from npu_adapter.pipeline.base import PassContext
+from npu_adapter.pipeline.gears import GRAPH_INPUT_OPS, not_a_graph_input, wrong_getnext_count
 from npu_adapter.pipeline.instruments import (
     CaptureInstrument,
     InputUnchangedInstrument,
@@ -66,21 +67,14 @@ def _check_gear_inputs(view, config):
     if trio is None:
         return
     if trio.node_type == 1:
-        inputs = ("Placeholder", "PlaceholderWithDefault")
         for name, _ in trio.inputs:
             i = view.index.get(name)
-            if i is None or view.ops[i] not in inputs:
-                placeholders = sorted(view.nodes[j].name for j, op in enumerate(view.ops)
-                                      if op in inputs)
-                raise RewriteError(
-                    f"input_shape names {name!r}, which is not a Placeholder of the graph "
-                    f"(dynamic_node_type=1); placeholders: {', '.join(placeholders) or 'none'}",
-                    code="InvalidArgument", node=name)
+            if i is None or view.ops[i] not in GRAPH_INPUT_OPS:
+                raise not_a_graph_input(view, name)
     else:
-        count = sum(1 for op in view.ops if op == "IteratorGetNext")
+        count = view.ops.count("IteratorGetNext")
         if count != 1:
-            raise RewriteError(f"dynamic_node_type=0 needs exactly one IteratorGetNext, the "
-                               f"graph has {count}", code="InvalidArgument")
+            raise wrong_getnext_count(count)
 
 
 def _names(values, what, example):

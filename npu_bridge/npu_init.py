@@ -5,10 +5,13 @@ scale managers, the modules ``npu_ops``, ``npu_rnn``, ``npu_scope``, ``util``, `
 ``hccl_ops``, the HCCL management functions, the functions of :mod:`npu_bridge._init_api`
 (``npu_config_proto``, ``init_resource``, ``npu_run_config_init``, ...), and ``tf``, ``os``,
 ``config_pb2``, ``rewriter_config_pb2``, ``RewriterConfig``, ``session``, ``session_run_hook``
-and (with Keras 2) ``backend``, as the original does. ``session`` and ``session_run_hook``, the
-original's TensorFlow modules, hold their public classes here (``session.Session``,
-``session.InteractiveSession``; ``session_run_hook.SessionRunHook``, ``SessionRunArgs``,
-``SessionRunContext``, ``SessionRunValues``).
+and (with Keras 2) ``backend``, as the original does. ``tf`` is the script's TensorFlow: what
+``import tensorflow`` gives it when the star import runs (under a TF1 alias launcher, the alias
+module wrapping ``tf.compat.v1``): the star import never swaps TensorFlow 2's API, where
+``tf.nn.dropout(x, 0.9)`` means a rate of 0.9, in for the script's TF1 one. ``session`` and
+``session_run_hook``, the original's TensorFlow modules, hold their public classes here
+(``session.Session``, ``session.InteractiveSession``; ``session_run_hook.SessionRunHook``,
+``SessionRunArgs``, ``SessionRunContext``, ``SessionRunValues``).
 
 **Side effect: importing this module disables eager execution**
 (``tf.compat.v1.disable_eager_execution()``). TF1.15 scripts assume graph mode: they call
@@ -25,7 +28,7 @@ imports it). The modules ``keras_to_npu``, ``npu_plugin``, ``npu_strategy``, ``n
 import os
 import types
 
-import tensorflow as tf
+import tensorflow as _tf
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
 
@@ -117,16 +120,16 @@ def _module(name, **members):
     return module
 
 
-session = _module("session", Session=tf.compat.v1.Session,
-                  InteractiveSession=tf.compat.v1.InteractiveSession)
+session = _module("session", Session=_tf.compat.v1.Session,
+                  InteractiveSession=_tf.compat.v1.InteractiveSession)
 session_run_hook = _module(
-    "session_run_hook", SessionRunHook=tf.compat.v1.train.SessionRunHook,
-    SessionRunArgs=tf.compat.v1.train.SessionRunArgs,
-    SessionRunContext=tf.compat.v1.train.SessionRunContext,
-    SessionRunValues=tf.compat.v1.train.SessionRunValues)
+    "session_run_hook", SessionRunHook=_tf.compat.v1.train.SessionRunHook,
+    SessionRunArgs=_tf.compat.v1.train.SessionRunArgs,
+    SessionRunContext=_tf.compat.v1.train.SessionRunContext,
+    SessionRunValues=_tf.compat.v1.train.SessionRunValues)
 
 try:
-    backend = tf.compat.v1.keras.backend
+    backend = _tf.compat.v1.keras.backend
 except (AttributeError, ImportError):  # Keras 3 without tf_keras has no v1 backend
     backend = None
 
@@ -157,10 +160,19 @@ __all__ = [
     "get_npu_local_rank_size", "npu_clear_session",
     # TensorFlow re-exports
     "config_pb2", "rewriter_config_pb2", "RewriterConfig", "session", "session_run_hook",
-    "backend", "tf", "os",
+    "backend", "tf", "os",  # noqa: F822 - tf: the module's __getattr__
 ]
 
 __all__ += ["keras_to_npu", "npu_plugin", "npu_strategy", "npu_cpu_ops", "profiler",
             "scoped_graph_manager"]
 
-tf.compat.v1.disable_eager_execution()
+_tf.compat.v1.disable_eager_execution()
+
+
+def __getattr__(name):
+    """``tf``: the script's TensorFlow (``sys.modules["tensorflow"]``; see the module docstring)."""
+    if name == "tf":
+        import sys
+
+        return sys.modules.get("tensorflow", _tf)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -175,7 +175,7 @@ class _Clusterer:
         if into_exits:
             preds_of = [preds + into_exits[i] if i in into_exits else preds
                         for i, preds in enumerate(preds_of)]
-            order = _topological_order(preds_of, back)
+            order, _ = view.compute_topological_order(predecessors=preds_of)
         # Per node, whether edges out of it are left out of the contraction: edges out of loop
         # back-edge sources are not in the DAG; edges out of an IteratorGetNext are not
         # contracted in lazy_recompile + enable_dp.
@@ -552,26 +552,6 @@ def _ref_tied(view, dropped, cluster_of):
 def _has_ref_output(op_type):
     op_def = op_def_for(op_type)
     return op_def is None or any(arg.is_ref for arg in op_def.output_arg)
-
-
-def _topological_order(preds_of, back):
-    """Kahn's order of the predecessor table without edges out of back-edge sources, seeded and
-    queued in GraphDef order (deterministic)."""
-    n = len(preds_of)
-    indegree = [0] * n
-    succ = [[] for _ in range(n)]
-    for dst, preds in enumerate(preds_of):
-        for src in preds:
-            if not back[src]:
-                indegree[dst] += 1
-                succ[src].append(dst)
-    order = [i for i in range(n) if indegree[i] == 0]
-    for i in order:
-        for dst in succ[i]:
-            indegree[dst] -= 1
-            if indegree[dst] == 0:
-                order.append(dst)
-    return order
 
 
 def _atomic_groups(view):

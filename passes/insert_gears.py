@@ -35,7 +35,14 @@ from npu_adapter.graph.extract import FED_TENSOR_ATTR
 from npu_adapter.graph.functions import graph_to_function_def, pin_arg_shapes, rename_function
 from npu_adapter.graph.names import parse_input
 from npu_adapter.pipeline.base import PassBase, PassResult
-from npu_adapter.pipeline.gears import GearTable, gear_table_from_trio, parse_subgraph_gears
+from npu_adapter.pipeline.gears import (
+    GRAPH_INPUT_OPS,
+    GearTable,
+    gear_table_from_trio,
+    not_a_graph_input,
+    parse_subgraph_gears,
+    wrong_getnext_count,
+)
 from npu_adapter.pipeline.registry import register_pass
 from npu_adapter.vocabulary import (
     CLUSTER_GEAR_PATTERNS_ATTR,
@@ -71,9 +78,6 @@ class _Plan:
 
 
 # Graph inputs a dynamic_node_type=1 gear may name (a fed placeholder_with_default is one too).
-_GRAPH_INPUT_OPS = ("Placeholder", "PlaceholderWithDefault")
-
-
 def _whole_graph_plans(view, config, geops):
     trio = config.dims_trio()
     if trio.node_type == 1:
@@ -99,22 +103,15 @@ def _whole_graph_plans(view, config, geops):
                 # a graph input of the user's graph.)
                 tensors.append(None)
                 continue
-            if i is None or view.ops[i] not in _GRAPH_INPUT_OPS:
-                placeholders = sorted(view.nodes[j].name for j, op in enumerate(view.ops)
-                                      if op in _GRAPH_INPUT_OPS)
-                raise RewriteError(
-                    f"input_shape names {name!r}, which is not a Placeholder of the graph "
-                    f"(dynamic_node_type=1); placeholders: {placeholders}",
-                    code="InvalidArgument", node=name)
+            if i is None or view.ops[i] not in GRAPH_INPUT_OPS:
+                raise not_a_graph_input(view, name)
             tensors.append(f"{name}:0")
     else:
         getnext = [i for i, op in enumerate(view.ops) if op == "IteratorGetNext"]
         if not getnext:
             return []  # a run that reads no dataset (rewrite() checks the user's graph has one)
         if len(getnext) != 1:
-            raise RewriteError(
-                f"dynamic_node_type=0 needs exactly one IteratorGetNext, the graph has "
-                f"{len(getnext)}", code="InvalidArgument")
+            raise wrong_getnext_count(len(getnext))
         node = view.nodes[getnext[0]]
         outputs = len(node.attr["output_types"].list.type)
         if outputs != len(trio.inputs):

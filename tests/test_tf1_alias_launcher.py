@@ -78,6 +78,9 @@ _SCRIPT = textwrap.dedent('''
     from npu_bridge.estimator.npu import npu_convert_dropout  # noqa: E402
     result["bridge_dropout_is_v2"] = npu_convert_dropout.tf.nn.dropout is real_tf.nn.dropout
     result["npu_bridge_version"] = npu_bridge.version
+    # The star import an Ascend script starts with leaves the script's tf the alias.
+    from npu_bridge.npu_init import *  # noqa: E402,F403
+    result["star_import_tf_is_alias"] = tf is alias
     print(json.dumps(result))
 ''')
 
@@ -94,6 +97,7 @@ def test_npu_bridge_under_a_tf1_alias_launcher_matches_plain_tensorflow(tmp_path
 
     assert result["script_tf_is_alias"] and result["npu_bridge_version"] == "v1.15.0"
     assert result["bridge_dropout_is_v2"]
+    assert result["star_import_tf_is_alias"]
     plain, npu = result["plain"], result["npu"]
     assert plain["rewrites"] == 0 and npu["rewrites"] >= 1  # the NPU session rewrote the step
     assert npu["losses"] == plain["losses"]  # bit for bit (the JSON floats round-trip)

@@ -22,7 +22,7 @@ resolve them, and they only steer placement, which the rewrite owns.
 import collections
 
 from npu_adapter.graph.extract import FED_TENSOR_ATTR
-from npu_adapter.graph.names import parse_input
+from npu_adapter.graph.names import format_input, parse_input
 
 __all__ = ["SplicePlan", "plan_splice", "splice_into_graph", "control_anchor",
            "drop_foreign_colocation"]
@@ -97,21 +97,14 @@ def _reading_fed_tensors(node, stand_ins):
     copy.CopyFrom(node)
     del copy.input[:]
     for text in node.input:
-        src, port, is_control = parse_input(text)
+        src, _, is_control = parse_input(text)
         fed = stand_ins.get(src)
         if fed is None:
             copy.input.append(text)
-        elif is_control:
-            copy.input.append("^" + parse_input(fed)[0])
         else:
-            copy.input.append(_format_tensor(fed))
+            fed_node, fed_port, _ = parse_input(fed)
+            copy.input.append(format_input(fed_node, fed_port, is_control))
     return copy
-
-
-def _format_tensor(name):
-    """``name:0`` as a NodeDef input writes it (``name``)."""
-    src, port, _ = parse_input(name)
-    return src if port == 0 else f"{src}:{port}"
 
 
 def plan_splice(rewritten, target_nodes):

@@ -445,7 +445,8 @@ class GraphView:
             self.cache[key] = self.compute_topological_order(skip_back_edges=skip_back_edges)
         return self.cache[key]
 
-    def compute_topological_order(self, *, skip_back_edges=True, stable_key=None):
+    def compute_topological_order(self, *, skip_back_edges=True, stable_key=None,
+                                  predecessors=None):
         """Node indices in a deterministic topological order.
 
         Without ``stable_key`` the order is GraphDef order itself when every node comes after
@@ -453,12 +454,13 @@ class GraphView:
         else Kahn's with a FIFO queue seeded in GraphDef order; with ``stable_key``, Kahn's with
         ties broken by ``stable_key(i)``. Either way the result depends only on the graph,
         never on hashing. Edges out of ``NextIteration`` are ignored when ``skip_back_edges``
-        (v1 while loops). Returns ``(order, remaining)`` where ``remaining`` lists the nodes on
-        or behind a cycle (empty for a DAG).
+        (v1 while loops). ``predecessors``: a table shaped like :meth:`predecessor_table` to
+        order by instead (the graph's edges plus edges a caller adds). Returns ``(order,
+        remaining)`` where ``remaining`` lists the nodes on or behind a cycle (empty for a DAG).
         """
         n = len(self.ops)
         back = [skip_back_edges and op in LOOP_BACK_EDGE_OPS for op in self.ops]
-        table = self.predecessor_table()
+        table = self.predecessor_table() if predecessors is None else predecessors
         any_back = any(back)
         if stable_key is None and _in_producer_order(table, back if any_back else None):
             # Already a topological order: one pass over the edges instead of Kahn's.

@@ -16,9 +16,30 @@ import dataclasses
 
 from npu_adapter.errors import RewriteError
 
-__all__ = ["GearTable", "POLICIES", "gear_table_from_trio", "parse_subgraph_gears"]
+__all__ = ["GRAPH_INPUT_OPS", "GearTable", "POLICIES", "gear_table_from_trio", "not_a_graph_input",
+           "parse_subgraph_gears", "wrong_getnext_count"]
 
 POLICIES = ("exact", "pad_up")
+GRAPH_INPUT_OPS = ("Placeholder", "PlaceholderWithDefault")
+"""The ops ``input_shape`` may name with ``dynamic_node_type=1``."""
+
+
+def not_a_graph_input(view, name):
+    """The error for ``input_shape`` naming ``name``, which is no graph input of ``view``'s
+    graph (``dynamic_node_type=1``); it lists the graph's inputs."""
+    placeholders = sorted(view.nodes[j].name for j, op in enumerate(view.ops)
+                          if op in GRAPH_INPUT_OPS)
+    return RewriteError(
+        f"input_shape names {name!r}, which is not a Placeholder of the graph "
+        f"(dynamic_node_type=1); placeholders: {', '.join(placeholders) or 'none'}",
+        code="InvalidArgument", node=name)
+
+
+def wrong_getnext_count(count):
+    """The error for a graph with ``count`` (not one) ``IteratorGetNext`` under
+    ``dynamic_node_type=0``."""
+    return RewriteError(f"dynamic_node_type=0 needs exactly one IteratorGetNext, the graph has "
+                        f"{count}", code="InvalidArgument")
 
 
 @dataclasses.dataclass(frozen=True)

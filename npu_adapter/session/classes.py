@@ -22,13 +22,9 @@ def _init(session, tf_class, target, graph, config):
     hooks.start(session, runner, tf_class.__init__, target, graph, config)
 
 
-class NpuSession(_tf1.Session):
-    """A ``tf.compat.v1.Session`` that rewrites its runs when its config names
-    ``NpuOptimizer``, whether or not :func:`npu_adapter.install` was called (with it, every
-    ``tf.compat.v1.Session`` does). Arguments are TensorFlow's."""
-
-    def __init__(self, target="", graph=None, config=None):
-        _init(self, _tf1.Session, target, graph, config)
+class _RunsThroughTheRunner:
+    """The session methods an NPU session class takes from the hooks (as the installed
+    ``BaseSession`` does)."""
 
     run = hooks.run
     close = hooks.close
@@ -38,17 +34,20 @@ class NpuSession(_tf1.Session):
     partial_run = hooks.partial_run
 
 
-class NpuInteractiveSession(_tf1.InteractiveSession):
+class NpuSession(_RunsThroughTheRunner, _tf1.Session):
+    """A ``tf.compat.v1.Session`` that rewrites its runs when its config names
+    ``NpuOptimizer``, whether or not :func:`npu_adapter.install` was called (with it, every
+    ``tf.compat.v1.Session`` does). Arguments are TensorFlow's."""
+
+    def __init__(self, target="", graph=None, config=None):
+        _init(self, _tf1.Session, target, graph, config)
+
+
+class NpuInteractiveSession(_RunsThroughTheRunner, _tf1.InteractiveSession):
     """``tf.compat.v1.InteractiveSession`` counterpart of :class:`NpuSession`."""
 
     def __init__(self, target="", graph=None, config=None):
         _init(self, _tf1.InteractiveSession, target, graph, config)
-
-    run = hooks.run
-    make_callable = hooks.make_callable
-    _make_callable_from_options = hooks.make_callable_from_options
-    partial_run_setup = hooks.partial_run_setup
-    partial_run = hooks.partial_run
 
     def close(self):
         """Close the runner's session, then TensorFlow's ``InteractiveSession.close``."""
