@@ -32,13 +32,13 @@ import importlib.metadata
 import importlib.util
 import os
 
-# TensorFlow's own Keras is the `keras` distribution; read its version from its metadata
-# (TensorFlow is not imported yet).
+# TENSORFLOW_KERAS_IS_KERAS2: whether TensorFlow's own Keras (the `keras` distribution) is
+# Keras 2 (TensorFlow 2.15), read from its metadata since TensorFlow is not imported yet.
 try:
-    _keras2_is_tensorflow_keras = importlib.metadata.version("keras").startswith("2.")
+    TENSORFLOW_KERAS_IS_KERAS2 = importlib.metadata.version("keras").startswith("2.")
 except importlib.metadata.PackageNotFoundError:
-    _keras2_is_tensorflow_keras = False
-if importlib.util.find_spec("tf_keras") is not None and not _keras2_is_tensorflow_keras:
+    TENSORFLOW_KERAS_IS_KERAS2 = False
+if importlib.util.find_spec("tf_keras") is not None and not TENSORFLOW_KERAS_IS_KERAS2:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import npu_adapter  # first of the project: it routes the project's TF imports
