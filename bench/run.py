@@ -25,7 +25,10 @@ Sections (one module each, ``bench/bench_<section>.py``):
   TensorFlow's one run per step (small MLP on ``tf.data``, batch 32);
 - ``sessions``: a new session per request on one graph (create, run once, close) vs plain;
 - ``xla``: the xla backend vs plain TensorFlow per model (steady state, first run); on
-  request (``--only xla`` or ``--all``), see ``ON_REQUEST``.
+  request (``--only xla`` or ``--all``), see ``ON_REQUEST``;
+- ``scripts``: whole training scripts (a Keras model build and fit, session training loops),
+  each a fresh process from import to exit, vs the same script with a pass-through
+  ``npu_bridge``; on request (``--only scripts`` or ``--all``).
 
 TensorFlow is imported only after the environment is set (``TF_ENABLE_ONEDNN_OPTS=0``,
 ``TF_CPP_MIN_LOG_LEVEL=2``, ``NPU_ADAPTER_CHECK_PASSES`` unset), in this process and in every
@@ -67,12 +70,14 @@ SECTIONS = {
     "loop_sinking": "bench.bench_loop_sinking",
     "sessions": "bench.bench_sessions",
     "xla": "bench.bench_xla",
+    "scripts": "bench.bench_scripts",
 }
 """Section name → module (run in this order)."""
 
-ON_REQUEST = ("fresh_bert", "xla")
+ON_REQUEST = ("fresh_bert", "xla", "scripts")
 """Sections left out of a full ``python -m bench`` so that it stays under 10 minutes: BERT-base's
-fresh processes (3.5 minutes) and the xla backend (no targets, a minute of compiles);
+fresh processes (3.5 minutes), the xla backend (no targets, a minute of compiles) and whole
+training scripts (18 processes, about 4 minutes);
 ``--only``, ``--all`` and ``--quick`` run them."""
 
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"

@@ -2,11 +2,14 @@
 
 Importing ``npu_bridge`` (or any of its modules) prepares TensorFlow for TF1.15 scripts:
 
-1. When ``tf_keras`` is installed, ``TF_USE_LEGACY_KERAS=1`` is set (``os.environ.setdefault``)
-   before TensorFlow is imported, so ``tf.compat.v1.layers`` works on TensorFlow >= 2.16 (it
-   needs Keras 2); this takes effect unless ``tf.keras`` was used before. Without ``tf_keras``
-   the variable is left alone: set, it would make ``import tensorflow`` fail on the legacy-Keras
-   path.
+1. When TensorFlow's own Keras is Keras 3 (TensorFlow >= 2.16) and ``tf_keras`` is installed,
+   ``TF_USE_LEGACY_KERAS=1`` is set (``os.environ.setdefault``) before TensorFlow is imported,
+   so ``tf.compat.v1.layers`` works (it needs Keras 2); this takes effect unless ``tf.keras``
+   was used before. Otherwise the variable is left alone: without ``tf_keras``, set, it would
+   make ``import tensorflow`` fail on the legacy-Keras path; where TensorFlow's Keras is Keras 2
+   already (the ``keras`` 2.15 package of TensorFlow 2.15), ``tf.keras`` stays that Keras, as
+   without npu_bridge (TensorFlow 2.15's autograph knows ``keras`` as a library but not
+   ``tf_keras``, and would convert tf_keras's internals into every custom layer's graph).
 2. The TF1 names scripts use are put back on ``tf`` (:mod:`npu_bridge._tf1_aliases`:
    ``tf.Session``, ``tf.placeholder``, ``tf.train.AdamOptimizer``, ``tf.layers``, ...).
 3. The NPU session is installed (:func:`npu_adapter.install`): ``tf.Session`` and
@@ -25,10 +28,17 @@ is Python and TensorFlow ops. A process started as a rank of a multi-rank job (`
 """
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import os
 
-if importlib.util.find_spec("tf_keras") is not None:
+# TENSORFLOW_KERAS_IS_KERAS2: whether TensorFlow's own Keras (the `keras` distribution) is
+# Keras 2 (TensorFlow 2.15), read from its metadata since TensorFlow is not imported yet.
+try:
+    TENSORFLOW_KERAS_IS_KERAS2 = importlib.metadata.version("keras").startswith("2.")
+except importlib.metadata.PackageNotFoundError:
+    TENSORFLOW_KERAS_IS_KERAS2 = False
+if importlib.util.find_spec("tf_keras") is not None and not TENSORFLOW_KERAS_IS_KERAS2:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import npu_adapter  # first of the project: it routes the project's TF imports

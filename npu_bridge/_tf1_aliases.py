@@ -44,7 +44,8 @@ call ``tf.compat.v1.disable_eager_execution()``; :mod:`npu_bridge.npu_init` does
 
 ``tf.compat.v1.layers`` needs Keras 2 on TensorFlow >= 2.16: :mod:`npu_bridge` sets
 ``TF_USE_LEGACY_KERAS=1`` (``os.environ.setdefault``) before it imports TensorFlow, which takes
-effect as long as nothing touched ``tf.keras`` before (``tf_keras`` must be installed).
+effect as long as nothing touched ``tf.keras`` before (``tf_keras`` must be installed). On
+TensorFlow 2.15, whose own Keras is Keras 2, it is left alone.
 """
 
 import threading

@@ -293,8 +293,8 @@ def test_cli_rejects_unknown_sections_and_keeps_section_order(capsys):
     assert args.quick and args.only == ["tiny", "rewrite"] and args.json == "x.json"
     assert list(SECTIONS) == ["rewrite", "scaling", "steady", "tiny", "gears", "fresh",
                               "fresh_bert", "precision", "dump", "loop_sinking", "sessions",
-                              "xla"]
-    assert ON_REQUEST == ("fresh_bert", "xla") and not parse_args([]).all
+                              "xla", "scripts"]
+    assert ON_REQUEST == ("fresh_bert", "xla", "scripts") and not parse_args([]).all
     assert parse_args(["--all"]).all
 
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from npu_adapter.errors import DeviceOnlyError, NpuAdapterError
 from npu_bridge.estimator import npu_aicore_ops, npu_ops
+from tests.npu_cpu_helpers import keras2
 
 RNG = np.random.default_rng(11)
 
@@ -281,7 +282,7 @@ def test_dropout_v3_v4_noise_shape_keep_one_and_errors():
 def npu_convert_dropout():
     """Import (or re-import) the patching module and undo its patch afterwards, so Keras'
     eager Dropout keeps working in the rest of the session."""
-    tf_keras = _keras2()
+    tf_keras = keras2()
     originals = {tf_keras.layers.Dropout: tf_keras.layers.Dropout.__dict__["call"]}
     name = "npu_bridge.estimator.npu.npu_convert_dropout"
     module = importlib.reload(sys.modules[name]) if name in sys.modules else \
@@ -294,7 +295,7 @@ def npu_convert_dropout():
 
 
 def test_keras_dropout_goes_through_the_npu_dropout(npu_convert_dropout):
-    tf_keras = _keras2()
+    tf_keras = keras2()
 
     assert tf_keras.layers.Dropout.call is npu_convert_dropout.dropout_call
     assert list(npu_convert_dropout.PATCHED_CLASSES) == [tf_keras.layers.Dropout]
@@ -443,7 +444,7 @@ def test_raw_namespace_is_shared_and_names_what_is_missing():
 
 
 def test_keras_dropout_is_restored_after_the_patch_test():
-    tf_keras = _keras2()
+    tf_keras = keras2()
 
     layer = tf_keras.layers.Dropout(0.5)
     # eagerly in training: the stock Keras call again (the NPU dropout refuses eager mode)
@@ -509,15 +510,3 @@ def test_ops_are_built_from_the_device_op_list(case):
     assert off_list == []
 
 
-def _keras2():
-    """Keras 2 as scripts use it: ``tf_keras`` when installed, else TensorFlow 2.15's own
-    ``tf.keras`` (skips with Keras 3 alone)."""
-    try:
-        import tf_keras
-    except ImportError:
-        import keras
-
-        if not str(keras.__version__).startswith("2."):
-            pytest.skip("needs Keras 2 (tf_keras, or TensorFlow 2.15's tf.keras)")
-        return tf.keras
-    return tf_keras

@@ -139,3 +139,82 @@ def test_a_keras_3_model_fails_loudly_instead_of_running_without_the_npu_session
         assert "Keras 3" in message, (name, message)
         assert "without the NPU session" in message and "import npu_bridge" in message, name
         assert "\n" not in message
+
+
+_CUSTOM_LAYERS_UNDER_A_TF1_LAUNCHER = '''
+    import json
+    import logging
+    import sys
+    import types
+
+    import numpy as np
+    import tensorflow as real_tf
+
+    # The launcher: a module wrapping tf.compat.v1 in place of the package, no __spec__.
+    alias = types.ModuleType("tensorflow")
+    alias.__getattr__ = lambda name: getattr(real_tf.compat.v1, name)
+    alias.__spec__ = None
+    sys.modules["tensorflow"] = alias
+
+    # Every function autograph converts (transforms) is logged at verbosity 1 with this message.
+    converted = []
+
+
+    class Conversions(logging.Handler):
+        def emit(self, record):
+            if record.msg == "%s is not cached for subkey %s":
+                converted.append(getattr(record.args[0], "__module__", None))
+
+
+    logger = real_tf.get_logger()
+    logger.handlers, logger.propagate = [Conversions()], False
+    logger.setLevel(logging.INFO)
+    real_tf.autograph.set_verbosity(1)
+
+    # The script, as written for TF 1.15.
+    import tensorflow as tf
+    from npu_bridge.npu_init import *  # noqa: F403
+    from npu_adapter.session import runner_of
+
+
+    class Residual(tf.keras.layers.Layer):
+        """A custom layer: a residual block around a Keras layer."""
+
+        def __init__(self, units, **kwargs):
+            super().__init__(**kwargs)
+            self.inner = tf.keras.layers.Dense(units, activation="relu")
+
+        def call(self, x):  # autograph converts it, and follows the calls it makes
+            return x + self.inner(x)
+
+
+    config = tf.ConfigProto()
+    config.graph_options.rewrite_options.custom_optimizers.add().name = "NpuOptimizer"
+    sess = set_keras_session_npu_config(config=config)  # noqa: F405
+    inputs = tf.keras.Input([4])
+    hidden = Residual(8)(tf.keras.layers.Dense(8, activation="relu")(inputs))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(1)(hidden))
+    model.compile("sgd", "mse")
+    X = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    model.fit(X, X.sum(axis=1, keepdims=True), epochs=2, batch_size=4, verbose=0)
+    print(json.dumps({"converted_modules": sorted(set(map(str, converted))),
+                      "converted": len(converted), "rewrites": runner_of(sess).rewrite_count,
+                      "keras_of_the_model": type(model).__module__.split(".")[0],
+                      "keras_of_tensorflow": real_tf.keras.Model.__module__.split(".")[0]}))
+'''
+
+
+def test_autograph_converts_only_the_script_s_own_keras_code(tmp_path):
+    """A TF1 script under a TF1 alias launcher with a custom Keras layer (whose ``call`` Keras has
+    autograph convert), trained in the session ``set_keras_session_npu_config`` gives Keras: the
+    functions autograph converts are the script's own, never the Keras internals the layer calls
+    (``Layer.__call__``, ``add_weight``, ...), and the model is TensorFlow's own Keras 2 where
+    TensorFlow has one (2.15), as without npu_bridge."""
+    result = _run_script(tmp_path, _CUSTOM_LAYERS_UNDER_A_TF1_LAUNCHER)
+    assert result["converted"] >= 1  # Residual.call: the count sees conversions
+    assert result["converted_modules"] == ["__main__"]
+    assert result["rewrites"] >= 1  # the model's steps ran in the NPU session
+    if _keras_major() < 3:
+        assert result["keras_of_the_model"] == result["keras_of_tensorflow"] == "keras"
+    else:
+        assert result["keras_of_the_model"] == "tf_keras"

@@ -5,6 +5,7 @@ Importing ``npu_bridge.npu_init`` disables eager execution for the whole process
 runs in a fresh subprocess; everything else uses ``npu_bridge._init_api`` in-process.
 """
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -133,8 +134,11 @@ def fresh_process(tmp_path_factory):
 
 def test_import_npu_bridge_installs_aliases_and_npu_session(fresh_process):
     result = fresh_process
-    # Set only when tf_keras is installed: without it the legacy-Keras path breaks TensorFlow.
-    legacy = "1" if importlib.util.find_spec("tf_keras") is not None else None
+    # Set only when TensorFlow's own Keras is Keras 3 (TensorFlow >= 2.16; on 2.15 tf.keras stays
+    # its Keras 2, as without npu_bridge) and tf_keras is installed (without it the legacy-Keras
+    # path breaks TensorFlow).
+    keras3 = int(importlib.metadata.version("keras").split(".")[0]) >= 3
+    legacy = "1" if keras3 and importlib.util.find_spec("tf_keras") is not None else None
     assert result["legacy_keras_before"] is None and result["legacy_keras_after"] == legacy
     assert result["version"] == "v1.15.0"
     assert result["session_is_npu"] and result["placeholder"]

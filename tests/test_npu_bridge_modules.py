@@ -19,7 +19,7 @@ from npu_bridge.experimental import image as exp_image
 from npu_bridge.image import image_ops
 from npu_bridge.profiler import profiler
 from npu_bridge.scoped_graph_manager import scoped_graph_manager as sgm
-from tests.npu_cpu_helpers import run
+from tests.npu_cpu_helpers import keras2, run
 
 
 @pytest.fixture
@@ -306,13 +306,13 @@ def test_model_to_npu_estimator_without_tf_estimator():
 
 @pytest.mark.skipif(not HAS_TF_ESTIMATOR, reason="needs tf.estimator (TensorFlow 2.15)")
 def test_model_to_npu_estimator_trains(tmp_path):
-    tf_keras = _keras2()
+    keras = keras2()
 
     from npu_bridge.estimator.npu.npu_config import NPURunConfig
     from npu_bridge.estimator.npu.npu_estimator import NPUEstimator
 
-    inputs = tf_keras.Input(shape=(2,), name="x")
-    model = tf_keras.Model(inputs, tf_keras.layers.Dense(1)(inputs))
+    inputs = keras.Input(shape=(2,), name="x")
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
     model.compile(optimizer="sgd", loss="mse")
     config = NPURunConfig(model_dir=str(tmp_path), save_checkpoints_steps=2)
     estimator = keras_to_npu.model_to_npu_estimator(keras_model=model, config=config,
@@ -432,15 +432,3 @@ print("ok")
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
 
 
-def _keras2():
-    """Keras 2 as scripts use it: ``tf_keras`` when installed, else TensorFlow 2.15's own
-    ``tf.keras`` (skips with Keras 3 alone)."""
-    try:
-        import tf_keras
-    except ImportError:
-        import keras
-
-        if not str(keras.__version__).startswith("2."):
-            pytest.skip("needs Keras 2 (tf_keras, or TensorFlow 2.15's tf.keras)")
-        return tf.keras
-    return tf_keras

@@ -21,6 +21,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, variable_pb2
 
 from npu_adapter import tf_compat
+from tests.npu_cpu_helpers import keras2
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -52,19 +53,6 @@ def check(name):
         CHECKS[name] = func
         return func
     return register
-
-
-def _keras2():
-    try:
-        import tf_keras
-
-        return tf_keras
-    except ImportError:
-        import keras
-
-        if str(keras.__version__).startswith("2."):
-            return keras
-    pytest.skip("no Keras 2 in this environment")
 
 
 def _needs_estimator():
@@ -243,7 +231,7 @@ def check_override_check():
 
 @check("Keras 2 (tf_keras) Dropout._get_noise_shape")
 def check_noise_shape():
-    keras = _keras2()
+    keras = keras2()
     inputs = tf.ones([4, 5, 3])
     assert tf_compat.keras_noise_shape(keras.layers.Dropout(0.5), inputs) is None
     shaped = tf_compat.keras_noise_shape(keras.layers.Dropout(0.5, noise_shape=[None, 1, 3]),

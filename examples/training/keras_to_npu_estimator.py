@@ -32,12 +32,10 @@ def synthetic_data(samples, seed=0):
 
 
 def keras_module():
-    """Keras 2 (``tf_keras`` when installed: TensorFlow >= 2.16 ships Keras 3 as ``tf.keras``)."""
-    try:
-        import tf_keras
-        return tf_keras
-    except ImportError:
-        return tf.keras
+    """Keras 2: ``tf.keras`` once npu_bridge is imported (``tf_keras`` on TensorFlow >= 2.16,
+    whose own Keras is Keras 3; TensorFlow's own ``keras`` 2.15 on 2.15). ``tf.estimator``
+    takes models of that Keras only."""
+    return tf.keras
 
 
 def build_keras_model(keras):

@@ -9,7 +9,7 @@ the batches of those steps carry an ``inf`` (what a float16 overflow on the devi
 the optimizer): their gradients are not finite, so those steps are skipped and the scale
 shrinks. The script logs, per run, the loss, the loss scale, the global step and the weights;
 the plain twin (``npu=False``) gives the same, bit for bit. Runs on TensorFlow 2.15 and 2.21
-(Keras 2 layers through ``tf_keras``).
+(Keras 2 layers: ``tf_keras`` on 2.21, TensorFlow's own ``keras`` on 2.15).
 
     python examples/training/lstm_loss_scale.py
 """

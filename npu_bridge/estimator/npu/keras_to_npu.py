@@ -23,16 +23,14 @@ class EstimatorUnavailableError(NpuAdapterError, ImportError):
 
 
 def _keras_model_to_estimator():
-    """Keras's ``model_to_estimator`` (Keras 2: ``tf_keras`` or ``tf.keras``), or None."""
+    """The ``model_to_estimator`` of ``tf.keras`` (the Keras ``tf.estimator`` clones models
+    with: TensorFlow's own Keras 2, or ``tf_keras`` when ``TF_USE_LEGACY_KERAS`` is set), or
+    None."""
     if not HAS_TF_ESTIMATOR:
         return None
+    import tensorflow as tf
+
     try:
-        from tf_keras.src.estimator import model_to_estimator as keras_fn
-        return keras_fn
-    except ImportError:
-        pass
-    try:
-        import tensorflow as tf
         return tf.compat.v1.keras.estimator.model_to_estimator
     except AttributeError:
         return None

@@ -15,10 +15,10 @@ it was TensorFlow 1.15's ``tf.keras``) is not patched: no public TensorFlow 2 AP
 
 import importlib
 import numbers
-import sys
 
 import tensorflow as tf
 
+import npu_bridge
 from npu_adapter import tf_compat
 from npu_bridge.estimator import npu_ops
 
@@ -58,17 +58,15 @@ def dropout_call(self, inputs, training=None):
 
 
 def _keras2_layers():
-    """The layers module of the Keras 2 that scripts use: ``tf_keras`` when installed, else
-    ``tf.keras`` when it is Keras 2 (TensorFlow 2.15's own); None with Keras 3 alone."""
+    """The layers module of the Keras 2 that scripts use: ``tf.keras`` when it is Keras 2
+    (TensorFlow 2.15's own, which npu_bridge leaves in place), else ``tf_keras`` when installed
+    (TensorFlow >= 2.16, where npu_bridge points ``tf.keras`` at it); None with Keras 3 alone."""
+    if npu_bridge.TENSORFLOW_KERAS_IS_KERAS2:
+        return tf.keras.layers
     try:
         return importlib.import_module("tf_keras.layers")
     except ImportError:
-        pass
-    layers = getattr(tf.keras, "layers", None)
-    keras = sys.modules.get("keras")
-    if layers is not None and str(getattr(keras, "__version__", "3")).startswith("2."):
-        return layers
-    return None
+        return None
 
 
 def _dropout_classes():

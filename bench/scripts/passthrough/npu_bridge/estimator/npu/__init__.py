@@ -1,0 +1,1 @@
+"""Pass-through ``npu_bridge.estimator.npu``."""
