@@ -93,6 +93,16 @@ class Trial:
         arm = (True, False, False, True)[n % 4]
         return (compiled if arm else kernels), arm
 
+    def fail(self, cluster):
+        """``cluster`` cannot run compiled (XLA failed to build its executable): decided on
+        TensorFlow's kernels, untimed; the next cluster's trial starts afresh."""
+        if cluster in self.pending:
+            if self.pending[0] == cluster:
+                self._times = {True: [], False: []}
+                self._first_compiled = None
+            self.pending.remove(cluster)
+        self.decided[cluster] = False
+
     def record(self, arm, seconds, first):
         """Take the time of a run of ``arm`` (``first``: the arm's first run). Returns the
         :class:`Measured` decision when this run completed one, else None."""
