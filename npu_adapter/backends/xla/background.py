@@ -11,13 +11,13 @@ session, on a thread of its own. Meanwhile the user's runs keep running on Tenso
 
 A replay runs the user's step a second time, so it is only done where nobody can tell:
 :func:`replay_visible_op` finds the first op of a graph whose second run could be seen — one
-that changes state kept from run to run (a variable's update, a queue's or an iterator's next
-element, a random generator's draw, a stateful Python function) or writes somewhere
-(``Print``) —, scanning the bodies of calls and control flow; reading a variable changes
-nothing. Signatures with such an op (training steps) compile in the foreground, in the first
-run that uses the executable: replaying them would update their state twice, and a stateless
-copy of a cluster (its variables passed as values) is another function to XLA, whose
-executable the real call could not use.
+that changes state kept from run to run (a variable's update, also through a ref input, a
+queue's or an iterator's next element, a random generator's draw, a stateful Python function)
+or writes somewhere (``Print``) —, scanning the bodies of calls and control flow; reading a
+variable changes nothing. Signatures with such an op (training steps) compile in the
+foreground, in the first run that uses the executable: replaying them would update their
+state twice, and a stateless copy of a cluster (its variables passed as values) is another
+function to XLA, whose executable the real call could not use.
 
 :class:`BuildThread` runs the builds of one session, one at a time (on a shared CPU, builds side
 by side would only slow each other), and ends with the session.
@@ -62,7 +62,8 @@ def replay_visible_op(graph_def):
         if op_type in _INVISIBLE_AGAIN or op_type in functions:
             continue
         op_def = op_def_for(op_type)
-        if op_def is None or op_def.is_stateful:
+        # A ref input is written through (Assign, ApplyMomentum: not registered stateful).
+        if op_def is None or op_def.is_stateful or any(a.is_ref for a in op_def.input_arg):
             return op_type
     return None
 
