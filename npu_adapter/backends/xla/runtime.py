@@ -16,6 +16,15 @@ are graphs of the signature (:class:`~npu_adapter.backends.runtime.Variant`) the
 once each: the base graph has every compiled cluster compiled; a variant lists the clusters that
 run on TensorFlow's kernels instead.
 
+An executable a context wants and the session has not built yet is built off the user's runs
+when the session hands :meth:`XlaProgram.ran` a replay of its run
+(:mod:`~npu_adapter.backends.xla.background`): the runs stay on TensorFlow's kernels, untimed,
+while the runtime's build thread replays a run on the variant that runs the cluster compiled;
+that replay is the compiled arm's first run. Signatures whose replay could be seen (a training
+step), and sessions that give no replay, compile in the foreground, in the first run that uses
+the executable. A build XLA fails is a decision: "kept on TensorFlow's kernels: compile failed:
+<XLA's message>".
+
 TensorFlow compiles an ``_XlaMustCompile`` call the first time it runs with a given set of input
 shapes, keeps the executable for the session's lifetime and reuses it for every later run with
 the same shapes. The runtime mirrors that bookkeeping per session so the statistics say what was
