@@ -493,6 +493,7 @@ def test_inspect_shows_the_decisions_a_session_left_in_the_cache_dir(tmp_path, c
                 as sess:
             for _ in range(2 + 2 * PAIRS):
                 sess.run("out:0", feeds)
+                assert runner_of(sess).runtime.wait_for_builds(timeout=300)
             (why,) = runner_of(sess).runtime_stats().clusters["GeOp1_0"].decisions.values()
     assert len(os.listdir(cache / "npu_adapter_xla" / "decisions")) == 1
     forget_decisions()  # inspect reads them from the directory, as a later process would
@@ -538,11 +539,20 @@ def test_session_runs_each_cluster_in_the_form_it_kept_with_plain_numbers():
     with PlainSession(graph=graph) as sess:
         want = sess.run("out:0", feeds)
     config = NpuConfig.from_dict({"npu_adapter_backend": "xla", "mix_compile_mode": True})
-    decided_after = 2 * (2 + 2 * PAIRS)  # two clusters, one after the other
+    # Two clusters, one after the other: the first run on TensorFlow's kernels; each
+    # cluster's executable built by a run's replay in the background; then its pairs.
+    decided_after = 1 + 2 * 2 * PAIRS
     extra = 4
     with NpuSession(graph=graph, config=config.to_config_proto()) as sess:
-        for _ in range(decided_after):
+        runtime = runner_of(sess).runtime
+        first = sess.run("out:0", feeds)
+        np.testing.assert_array_equal(first, want)  # on TensorFlow's kernels
+        started = runner_of(sess).runtime_stats()
+        assert started.compiles == started.background_compiles  # nothing in the foreground
+        assert runtime.wait_for_builds(timeout=300)
+        for _ in range(decided_after - 1):
             np.testing.assert_allclose(sess.run("out:0", feeds), want, rtol=1e-4, atol=1e-5)
+            assert runtime.wait_for_builds(timeout=300)
         decided = runner_of(sess).runtime_stats()
         later = [sess.run("out:0", feeds) for _ in range(extra)]
         stats = runner_of(sess).runtime_stats()
@@ -563,7 +573,10 @@ def test_session_runs_each_cluster_in_the_form_it_kept_with_plain_numbers():
         compiled_runs = after.runs_compiled - before.runs_compiled
         assert compiled_runs == (extra if ratio < 1 else 0), name
         assert after.runs_compiled + after.runs_tensorflow == decided_after + extra
-        assert after.compiles == 1 and after.compile_seconds > 0
+        # One executable, built in the background (the replay's time, less a compiled
+        # run's, is its compile time).
+        assert after.compiles == after.background_compiles == 1
+        assert after.compile_seconds > 0
         if ratio >= 1:
             kept_on_tf.append(name)
     for got in later:
@@ -574,3 +587,82 @@ def test_session_runs_each_cluster_in_the_form_it_kept_with_plain_numbers():
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert stats.compile_seconds == pytest.approx(sum(
         stats.clusters[name].compile_seconds for name in names))
+
+
+def slow_to_compile_graph():
+    """One cluster XLA takes a while to compile (a chain of 40 dense layers)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [8, 128], name="x")
+        h = x
+        for k in range(40):
+            w = tf.constant(np.random.RandomState(k).randn(128, 128).astype(np.float32) * 0.05)
+            h = tf.tanh(tf.matmul(h, w)) + h
+        tf.identity(h, name="out")
+    return graph
+
+
+def test_no_run_waits_for_a_compile_and_every_run_gives_plain_numbers():
+    graph = slow_to_compile_graph()
+    feeds = {"x:0": np.random.RandomState(2).randn(8, 128).astype(np.float32)}
+    with PlainSession(graph=graph) as sess:
+        want = sess.run("out:0", feeds)
+    config = NpuConfig.from_dict({"npu_adapter_backend": "xla"}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess:
+        runtime = runner_of(sess).runtime
+        runs = 0
+        # Runs go on while the executable builds; whenever it is built, nothing a run did
+        # compiled: every compile counted is a background one.
+        while runs < 200:
+            np.testing.assert_allclose(sess.run("out:0", feeds), want, rtol=1e-4, atol=1e-5)
+            runs += 1
+            stats = runner_of(sess).runtime_stats()
+            assert stats.compiles == stats.background_compiles
+            if stats.compiles and runs >= 2 + 2 * PAIRS:
+                break
+        assert runtime.wait_for_builds(timeout=300)
+        for _ in range(2 * PAIRS + 2):
+            np.testing.assert_allclose(sess.run("out:0", feeds), want, rtol=1e-4, atol=1e-5)
+        stats = runner_of(sess).runtime_stats()
+    (cluster,) = stats.clusters.values()
+    assert cluster.status in ("compiled", "tensorflow") and stats.decisions_measured == 1
+    assert cluster.compiles == cluster.background_compiles == 1
+    assert cluster.compile_seconds > 0
+
+
+def test_closing_while_an_executable_builds_under_load_ends_cleanly():
+    graph = slow_to_compile_graph()
+    feeds = {"x:0": np.ones((8, 128), np.float32)}
+    config = NpuConfig.from_dict({"npu_adapter_backend": "xla"}).to_config_proto()
+
+    def build_threads():
+        return {t for t in threading.enumerate() if t.name.startswith("npu-adapter-xla-build")}
+
+    before = build_threads()
+    sess = NpuSession(graph=graph, config=config)
+    sess.run("out:0", feeds)  # its replay starts the build
+    assert build_threads() - before  # under way
+    errors = []
+
+    def keep_running():
+        while True:
+            try:
+                sess.run("out:0", feeds)
+            except (RuntimeError, tf.errors.CancelledError) as exc:
+                # TensorFlow's errors: a run after the close, or one the close cancelled.
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=keep_running) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    sess.close()  # the build under way ends with its compilation; close waits for it
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(errors) == 3
+    assert all(isinstance(e, tf.errors.CancelledError) or "closed Session" in str(e)
+               for e in errors)
+    assert build_threads() <= before  # the session's build thread ended with it
+    stats = runner_of(sess).runtime_stats()
+    (cluster,) = stats.clusters.values()
+    assert cluster.status == "pending"  # nothing was decided from the cancelled build
