@@ -88,12 +88,14 @@ def _decisions(stats):
     return {name: {"status": st.status, "decisions": dict(st.decisions),
                    "reason": st.reason, "runs_compiled": st.runs_compiled,
                    "runs_tensorflow": st.runs_tensorflow,
-                   "compile_seconds": round(st.compile_seconds, 3)}
+                   "compile_seconds": round(st.compile_seconds, 3),
+                   "background_compiles": st.background_compiles}
             for name, st in stats.clusters.items()}
 
 
 def _run_until_decided(run_once, session, fetches, feeds):
-    """Run until every cluster of the signature is decided; returns the runs it took."""
+    """Run until every cluster of the signature is decided, waiting after each run for the
+    executables its replay builds in the background; returns the runs it took."""
     runner = runner_of(session)
     clusters = [c.name for c in runner.rewrite_result(fetches, feeds).clusters]
     runs = 0
@@ -102,6 +104,7 @@ def _run_until_decided(run_once, session, fetches, feeds):
         if not any(stats[name].status == "pending" for name in clusters if name in stats):
             break
         run_once()
+        runner.runtime.wait_for_builds(timeout=900)
         runs += 1
     return runs
 
@@ -314,6 +317,7 @@ def worker_main(argv=None):
     if not args.plain:
         stats = runner_of(sess).runtime_stats()
         report.update(compiles=stats.compiles, compile_seconds=stats.compile_seconds,
+                      background_compiles=stats.background_compiles,
                       decisions_measured=stats.decisions_measured,
                       decisions_remembered=stats.decisions_remembered,
                       cache_hits=stats.cache_hits, cache_misses=stats.cache_misses,
