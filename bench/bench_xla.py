@@ -273,8 +273,8 @@ def run(ctx):
 
 
 def worker_main(argv=None):
-    """Load one model, time the first run of one session, run it ``--runs`` more times, print
-    JSON (with the xla runtime's counts)."""
+    """Load one model, time the first run of one session, run it ``--runs`` more times (each
+    timed), close it (timed), print JSON (with the xla runtime's counts)."""
     parser = argparse.ArgumentParser(prog="python -m bench.bench_xla",
                                      description="one fresh-process first run of the xla section")
     parser.add_argument("--model", required=True)
@@ -308,12 +308,14 @@ def worker_main(argv=None):
         sess.run(spec.init_op)
     sess.run(fetches, spec.feeds)
     first_run_s = time.perf_counter() - start
-    start = time.perf_counter()
+    each = []
     for _ in range(args.runs):
+        start = time.perf_counter()
         sess.run(fetches, spec.feeds)
-    runs_s = time.perf_counter() - start
+        each.append(time.perf_counter() - start)
+    runs_s = sum(each)
     report = {"model": args.model, "first_run_s": first_run_s, "runs": args.runs,
-              "runs_s": runs_s}
+              "runs_s": runs_s, "each_run_s": [round(t, 4) for t in each]}
     if not args.plain:
         stats = runner_of(sess).runtime_stats()
         report.update(compiles=stats.compiles, compile_seconds=stats.compile_seconds,
@@ -322,7 +324,9 @@ def worker_main(argv=None):
                       decisions_remembered=stats.decisions_remembered,
                       cache_hits=stats.cache_hits, cache_misses=stats.cache_misses,
                       statuses={name: st.status for name, st in stats.clusters.items()})
-    sess.close()
+    start = time.perf_counter()
+    sess.close()  # waits for a build under way
+    report["close_s"] = time.perf_counter() - start
     print(json.dumps(report), flush=True)
     return 0
 
