@@ -88,12 +88,14 @@ def _decisions(stats):
     return {name: {"status": st.status, "decisions": dict(st.decisions),
                    "reason": st.reason, "runs_compiled": st.runs_compiled,
                    "runs_tensorflow": st.runs_tensorflow,
-                   "compile_seconds": round(st.compile_seconds, 3)}
+                   "compile_seconds": round(st.compile_seconds, 3),
+                   "background_compiles": st.background_compiles}
             for name, st in stats.clusters.items()}
 
 
 def _run_until_decided(run_once, session, fetches, feeds):
-    """Run until every cluster of the signature is decided; returns the runs it took."""
+    """Run until every cluster of the signature is decided, waiting after each run for the
+    executables its replay builds in the background; returns the runs it took."""
     runner = runner_of(session)
     clusters = [c.name for c in runner.rewrite_result(fetches, feeds).clusters]
     runs = 0
@@ -102,6 +104,7 @@ def _run_until_decided(run_once, session, fetches, feeds):
         if not any(stats[name].status == "pending" for name in clusters if name in stats):
             break
         run_once()
+        runner.runtime.wait_for_builds(timeout=900)
         runs += 1
     return runs
 
@@ -270,8 +273,8 @@ def run(ctx):
 
 
 def worker_main(argv=None):
-    """Load one model, time the first run of one session, run it ``--runs`` more times, print
-    JSON (with the xla runtime's counts)."""
+    """Load one model, time the first run of one session, run it ``--runs`` more times (each
+    timed), close it (timed), print JSON (with the xla runtime's counts)."""
     parser = argparse.ArgumentParser(prog="python -m bench.bench_xla",
                                      description="one fresh-process first run of the xla section")
     parser.add_argument("--model", required=True)
@@ -305,20 +308,25 @@ def worker_main(argv=None):
         sess.run(spec.init_op)
     sess.run(fetches, spec.feeds)
     first_run_s = time.perf_counter() - start
-    start = time.perf_counter()
+    each = []
     for _ in range(args.runs):
+        start = time.perf_counter()
         sess.run(fetches, spec.feeds)
-    runs_s = time.perf_counter() - start
+        each.append(time.perf_counter() - start)
+    runs_s = sum(each)
     report = {"model": args.model, "first_run_s": first_run_s, "runs": args.runs,
-              "runs_s": runs_s}
+              "runs_s": runs_s, "each_run_s": [round(t, 4) for t in each]}
     if not args.plain:
         stats = runner_of(sess).runtime_stats()
         report.update(compiles=stats.compiles, compile_seconds=stats.compile_seconds,
+                      background_compiles=stats.background_compiles,
                       decisions_measured=stats.decisions_measured,
                       decisions_remembered=stats.decisions_remembered,
                       cache_hits=stats.cache_hits, cache_misses=stats.cache_misses,
                       statuses={name: st.status for name, st in stats.clusters.items()})
-    sess.close()
+    start = time.perf_counter()
+    sess.close()  # waits for a build under way
+    report["close_s"] = time.perf_counter() - start
     print(json.dumps(report), flush=True)
     return 0
 

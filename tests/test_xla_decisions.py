@@ -5,6 +5,7 @@ clock here), and what the placement report, its HTML page and ``inspect`` say ab
 
 import json
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -13,6 +14,7 @@ import tensorflow as tf
 
 from npu_adapter import rewrite
 from npu_adapter.backends import get_backend
+from npu_adapter.backends.xla.background import replay_visible_op
 from npu_adapter.backends.xla.decisions import (
     Decision,
     DecisionStore,
@@ -177,20 +179,46 @@ def prepared(graph_def, options=None):
     return result, runtime, runtime.prepare(result, ["x:0"])
 
 
-def run_program(program, compiled_time, runs=60):
+def on_tf_of(selection):
+    """The clusters a selection runs on TensorFlow's kernels."""
+    key = selection.variant.key
+    return key[2] if key is not None else ()
+
+
+def run_program(program, compiled_time, runs=60, replay=None):
     """Select and report ``runs`` runs; a run takes 1 s plus ``compiled_time(cluster)`` for
-    each cluster it runs compiled (1 s each on TensorFlow's kernels). Returns the selections."""
+    each cluster it runs compiled (1 s each on TensorFlow's kernels). With ``replay`` (a
+    session's replay of the run), each timed run hands it back and the builds it starts end
+    before the next run. Returns the selections."""
     selections = []
     for _ in range(runs):
         selection = program.select({"x:0": (4, 4)})
         selections.append(selection)
-        key = selection.variant.key
-        on_tf = key[2] if key is not None else ()
+        on_tf = on_tf_of(selection)
         seconds = 1.0 + sum(1.0 if name in on_tf else compiled_time(name)
                             for name in program.compiled)
         if selection.timed:
-            program.ran(selection, seconds)
+            program.ran(selection, seconds, *([replay] if replay else []))
+        assert program.runtime.wait_for_builds(timeout=60)
     return selections
+
+
+class FakeReplay:
+    """A session's replay of a run, as the runtime's build thread calls it: notes the variant
+    it is asked to run (the clusters on TensorFlow's kernels) and, when ``error`` is set,
+    fails as XLA's compilation would; ``gate``, when given, holds the replay until set."""
+
+    def __init__(self, error=None, gate=None):
+        self.error = error
+        self.gate = gate
+        self.variants = []
+
+    def __call__(self, variant):
+        self.variants.append(variant.key[2] if variant.key is not None else ())
+        if self.gate is not None:
+            assert self.gate.wait(timeout=60)
+        if self.error is not None:
+            raise self.error
 
 
 def test_program_keeps_each_cluster_where_it_was_faster():
@@ -221,9 +249,11 @@ def test_program_keeps_each_cluster_where_it_was_faster():
 
     # Another session of the process measures nothing: its first run is on TensorFlow's
     # kernels (no executable to compile or load), the decided variant runs from the second.
+    # (The first run is timed: a session that hands a replay back builds the executables
+    # in the background with it; run_program hands none, so the second run compiles.)
     _, runtime2, program2 = prepared(graph_def)
     again = run_program(program2, speed.get, runs=3)
-    assert [s.timed for s in again] == [False] * 3
+    assert [s.timed for s in again] == [True, False, False]
     assert [s.variant.key for s in again] == [("xla", None, (first, second))] + \
         [("xla", None, (second,))] * 2
     stats2 = runtime2.stats()
@@ -247,6 +277,192 @@ def test_every_cluster_compiled_is_the_base_graph():
     _, _, program = prepared(two_cluster_graph().as_graph_def())
     final = run_program(program, lambda name: 0.1)[-1]
     assert final.variant.key is None  # the rewrite as lowered: every cluster compiled
+
+
+# ------------------------------------------------------------------- built in the background
+def test_executables_are_built_by_replays_while_runs_stay_on_tensorflows_kernels():
+    _, runtime, program = prepared(two_cluster_graph().as_graph_def())
+    first, second = program.compiled
+    assert program.replay_visible is None and program.builds_in_background
+    gate = threading.Event()
+    replay = FakeReplay(gate=gate)
+    # The first run is on TensorFlow's kernels; its replay starts building the first
+    # cluster's executable: the variant with it compiled, the second on TensorFlow's kernels.
+    one = program.select({"x:0": (4, 4)})
+    assert one.timed and on_tf_of(one) == (first, second)
+    program.ran(one, 2.0, replay)
+    # While it builds, runs go on on TensorFlow's kernels, untimed (nothing to replay).
+    for _ in range(3):
+        waiting = program.select({"x:0": (4, 4)})
+        assert not waiting.timed and on_tf_of(waiting) == (first, second)
+    stats = runtime.stats()
+    assert stats.compiles == stats.background_compiles == 0
+    assert stats.clusters[first].status == "pending"
+    gate.set()
+    assert runtime.wait_for_builds(timeout=60)
+    assert replay.variants == [(second,)]
+    stats = runtime.stats()
+    assert stats.clusters[first].compiles == stats.clusters[first].background_compiles == 1
+    # Built: the trial times its pairs (the replay was the compiled arm's first run), then
+    # the second cluster's executable is built the same way, and nothing compiles in a run.
+    speed = {first: 0.5, second: 1.5}
+    selections = run_program(program, speed.get, runs=40, replay=replay)
+    assert replay.variants == [(second,), ()]
+    assert selections[-1].variant.key == ("xla", None, (second,)) and not selections[-1].timed
+    stats = runtime.stats()
+    assert stats.decisions_measured == 2
+    assert stats.clusters[first].status == "compiled"
+    assert stats.clusters[second].status == "tensorflow"
+    assert stats.compiles == stats.background_compiles == 2
+    # Each cluster took its pairs and no run of its own to compile.
+    runs = stats.clusters[first].runs_compiled + stats.clusters[first].runs_tensorflow
+    assert runs == 4 + 40
+
+
+def test_a_failed_build_keeps_the_cluster_on_tensorflows_kernels_and_says_why(tmp_path):
+    import tensorflow as tf
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    graph_def = two_cluster_graph().as_graph_def()
+    error = tf.errors.InvalidArgumentError(
+        None, None, "Input 1 to node `Reshape` with op Reshape must be a compile-time "
+        "constant.\n\nXLA compilations can only contain operations where ...")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the persistent cache is not ours in this process
+        _, runtime, program = prepared(graph_def, {"graph_compiler_cache_dir": str(cache)})
+    first, second = program.compiled
+    replay = FakeReplay(error=error)
+    run_program(program, lambda name: 0.5, runs=30, replay=replay)
+    stats = runtime.stats()
+    why = ("kept on TensorFlow's kernels: compile failed: Input 1 to node `Reshape` with op "
+           "Reshape must be a compile-time constant.")
+    for name in (first, second):
+        assert stats.clusters[name].status == "tensorflow"
+        assert stats.clusters[name].reason == why
+        assert stats.clusters[name].decisions == {"x:0 4x4": why}
+        assert stats.clusters[name].runs_compiled == 0 and stats.clusters[name].compiles == 0
+    assert stats.decisions_measured == 2
+    # One build per cluster, then never again: the decision is remembered, on disk too.
+    assert replay.variants == [(second,), (first,)]
+    forget_decisions()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, runtime2, program2 = prepared(graph_def, {"graph_compiler_cache_dir": str(cache)})
+    again = FakeReplay()
+    selections = run_program(program2, lambda name: 0.5, runs=3, replay=again)
+    assert again.variants == [] and [s.timed for s in selections] == [False] * 3
+    assert runtime2.stats().clusters[first].reason == why
+
+
+def test_remembered_decisions_build_their_executables_in_the_background():
+    graph_def = two_cluster_graph().as_graph_def()
+    _, _, program = prepared(graph_def)
+    first, second = program.compiled
+    run_program(program, {first: 0.5, second: 0.5}.get, replay=FakeReplay())
+    # A new session of the process measures nothing; its runs stay on TensorFlow's kernels
+    # until its executables are built, one cluster at a time, then the decided form runs.
+    _, runtime, program = prepared(graph_def)
+    gate = threading.Event()
+    replay = FakeReplay(gate=gate)
+    one = program.select({"x:0": (4, 4)})
+    assert one.timed and on_tf_of(one) == (first, second)
+    program.ran(one, 2.0, replay)
+    assert on_tf_of(program.select({"x:0": (4, 4)})) == (first, second)
+    gate.set()
+    assert runtime.wait_for_builds(timeout=60)
+    selections = run_program(program, lambda name: 0.5, runs=4, replay=replay)
+    assert replay.variants == [(second,), ()]
+    assert [on_tf_of(s) for s in selections] == [(second,), (), (), ()]
+    assert selections[-1].variant.key is None and not selections[-1].timed
+    stats = runtime.stats()
+    assert stats.decisions_measured == 0 and stats.decisions_remembered == 2
+    assert stats.compiles == stats.background_compiles == 2
+
+
+def test_close_waits_for_the_build_under_way_and_starts_no_other():
+    import tensorflow as tf
+
+    def build_threads():
+        return {t for t in threading.enumerate() if t.name.startswith("npu-adapter-xla-build")}
+
+    before = build_threads()
+    _, runtime, program = prepared(two_cluster_graph().as_graph_def())
+    gate = threading.Event()
+    # The session's TensorFlow session is closed first: the replay ends cancelled.
+    replay = FakeReplay(error=tf.errors.CancelledError(None, None, "Run call was cancelled"),
+                        gate=gate)
+    program.ran(program.select({"x:0": (4, 4)}), 2.0, replay)
+    closing = threading.Thread(target=runtime.close)
+    closing.start()
+    gate.set()
+    closing.join(timeout=60)
+    assert not closing.is_alive()
+    assert build_threads() <= before  # this runtime's build thread ended
+    stats = runtime.stats()
+    assert stats.decisions_measured == 0 and stats.compiles == 0  # nothing was decided
+    # A run racing the close starts no build.
+    program.ran(program.select({"x:0": (4, 4)}), 2.0, replay)
+    assert runtime.wait_for_builds(timeout=60) and replay.variants == [program.compiled[1:]]
+
+
+def test_only_signatures_whose_replay_nobody_sees_are_replayed():
+    assert replay_visible_op(two_cluster_graph().as_graph_def()) is None
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [4, 4], name="x")
+        with tf.control_dependencies([tf.debugging.assert_positive(x + 100.0)]):
+            tf.identity(x * 2.0, name="out")
+    assert replay_visible_op(graph.as_graph_def()) is None  # an assertion that held holds
+    printing = tf.Graph()
+    with printing.as_default():
+        x = tf1.placeholder(tf.float32, [4, 4], name="x")
+        with tf.control_dependencies([tf.print(x)]):
+            tf.identity(x * 2.0, name="out")
+    assert replay_visible_op(printing.as_graph_def()) == "PrintV2"
+
+
+def test_a_signature_reading_variables_is_replayed():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [4, 4], name="x")
+        w = tf1.get_variable("w", [4, 4], use_resource=True)
+        r = tf1.get_variable("r", [4, 4], use_resource=False)
+        tf.identity(tf.reduce_sum(tf.matmul(x, w) + r), name="out")
+    _, _, program = prepared(graph.as_graph_def())
+    assert program.compiled and program.replay_visible is None
+
+
+@pytest.mark.parametrize("kind", ["training", "ref_training", "random"])
+def test_a_signature_that_changes_state_compiles_in_the_foreground(kind):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [4, 4], name="x")
+        if kind.endswith("training"):
+            w = tf1.get_variable("w", [4, 4], use_resource=kind == "training")
+            loss = tf.reduce_sum(tf.matmul(x, w) * 3.0)
+            step = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.control_dependencies([step]):
+                tf.identity(loss, name="out")
+        else:  # through a host op: the random op's cluster runs on the CPU reference
+            extra = tf.reshape(tf.numpy_function(lambda v: v, [tf1.random_uniform([4, 4])],
+                                                 tf.float32, stateful=False), [4, 4])
+            tf.identity(tf.reduce_sum((tf.matmul(x, x) + extra) * 3.0), name="out")
+    _, runtime, program = prepared(graph.as_graph_def())
+    assert program.compiled  # (ref variables split the step into two stages)
+    # (ApplyGradientDescent writes through its ref input; it is not registered stateful.)
+    assert program.replay_visible == {"training": "ResourceApplyGradientDescent",
+                                      "ref_training": "ApplyGradientDescent",
+                                      "random": "RandomUniform"}[kind]
+    assert not program.builds_in_background
+    replay = FakeReplay()
+    selections = run_program(program, lambda name: 0.5, runs=3, replay=replay)
+    # Run 1 on TensorFlow's kernels, run 2 compiles the executable in the foreground, as
+    # the run that uses it first: replaying a step with state would change the state.
+    assert [on_tf_of(s) for s in selections] == [program.compiled] + [program.compiled[1:]] * 2
+    assert replay.variants == []
+    stats = runtime.stats()
+    assert stats.compiles == 1 and stats.background_compiles == 0
 
 
 # --------------------------------------------------------------------------- across processes
@@ -277,6 +493,7 @@ def test_inspect_shows_the_decisions_a_session_left_in_the_cache_dir(tmp_path, c
                 as sess:
             for _ in range(2 + 2 * PAIRS):
                 sess.run("out:0", feeds)
+                assert runner_of(sess).runtime.wait_for_builds(timeout=300)
             (why,) = runner_of(sess).runtime_stats().clusters["GeOp1_0"].decisions.values()
     assert len(os.listdir(cache / "npu_adapter_xla" / "decisions")) == 1
     forget_decisions()  # inspect reads them from the directory, as a later process would
@@ -322,11 +539,20 @@ def test_session_runs_each_cluster_in_the_form_it_kept_with_plain_numbers():
     with PlainSession(graph=graph) as sess:
         want = sess.run("out:0", feeds)
     config = NpuConfig.from_dict({"npu_adapter_backend": "xla", "mix_compile_mode": True})
-    decided_after = 2 * (2 + 2 * PAIRS)  # two clusters, one after the other
+    # Two clusters, one after the other: the first run on TensorFlow's kernels; each
+    # cluster's executable built by a run's replay in the background; then its pairs.
+    decided_after = 1 + 2 * 2 * PAIRS
     extra = 4
     with NpuSession(graph=graph, config=config.to_config_proto()) as sess:
-        for _ in range(decided_after):
+        runtime = runner_of(sess).runtime
+        first = sess.run("out:0", feeds)
+        np.testing.assert_array_equal(first, want)  # on TensorFlow's kernels
+        started = runner_of(sess).runtime_stats()
+        assert started.compiles == started.background_compiles  # nothing in the foreground
+        assert runtime.wait_for_builds(timeout=300)
+        for _ in range(decided_after - 1):
             np.testing.assert_allclose(sess.run("out:0", feeds), want, rtol=1e-4, atol=1e-5)
+            assert runtime.wait_for_builds(timeout=300)
         decided = runner_of(sess).runtime_stats()
         later = [sess.run("out:0", feeds) for _ in range(extra)]
         stats = runner_of(sess).runtime_stats()
@@ -347,7 +573,10 @@ def test_session_runs_each_cluster_in_the_form_it_kept_with_plain_numbers():
         compiled_runs = after.runs_compiled - before.runs_compiled
         assert compiled_runs == (extra if ratio < 1 else 0), name
         assert after.runs_compiled + after.runs_tensorflow == decided_after + extra
-        assert after.compiles == 1 and after.compile_seconds > 0
+        # One executable, built in the background (the replay's time, less a compiled
+        # run's, is its compile time).
+        assert after.compiles == after.background_compiles == 1
+        assert after.compile_seconds > 0
         if ratio >= 1:
             kept_on_tf.append(name)
     for got in later:
@@ -358,3 +587,82 @@ def test_session_runs_each_cluster_in_the_form_it_kept_with_plain_numbers():
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert stats.compile_seconds == pytest.approx(sum(
         stats.clusters[name].compile_seconds for name in names))
+
+
+def slow_to_compile_graph():
+    """One cluster XLA takes a while to compile (a chain of 40 dense layers)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [8, 128], name="x")
+        h = x
+        for k in range(40):
+            w = tf.constant(np.random.RandomState(k).randn(128, 128).astype(np.float32) * 0.05)
+            h = tf.tanh(tf.matmul(h, w)) + h
+        tf.identity(h, name="out")
+    return graph
+
+
+def test_no_run_waits_for_a_compile_and_every_run_gives_plain_numbers():
+    graph = slow_to_compile_graph()
+    feeds = {"x:0": np.random.RandomState(2).randn(8, 128).astype(np.float32)}
+    with PlainSession(graph=graph) as sess:
+        want = sess.run("out:0", feeds)
+    config = NpuConfig.from_dict({"npu_adapter_backend": "xla"}).to_config_proto()
+    with NpuSession(graph=graph, config=config) as sess:
+        runtime = runner_of(sess).runtime
+        runs = 0
+        # Runs go on while the executable builds; whenever it is built, nothing a run did
+        # compiled: every compile counted is a background one.
+        while runs < 200:
+            np.testing.assert_allclose(sess.run("out:0", feeds), want, rtol=1e-4, atol=1e-5)
+            runs += 1
+            stats = runner_of(sess).runtime_stats()
+            assert stats.compiles == stats.background_compiles
+            if stats.compiles and runs >= 2 + 2 * PAIRS:
+                break
+        assert runtime.wait_for_builds(timeout=300)
+        for _ in range(2 * PAIRS + 2):
+            np.testing.assert_allclose(sess.run("out:0", feeds), want, rtol=1e-4, atol=1e-5)
+        stats = runner_of(sess).runtime_stats()
+    (cluster,) = stats.clusters.values()
+    assert cluster.status in ("compiled", "tensorflow") and stats.decisions_measured == 1
+    assert cluster.compiles == cluster.background_compiles == 1
+    assert cluster.compile_seconds > 0
+
+
+def test_closing_while_an_executable_builds_under_load_ends_cleanly():
+    graph = slow_to_compile_graph()
+    feeds = {"x:0": np.ones((8, 128), np.float32)}
+    config = NpuConfig.from_dict({"npu_adapter_backend": "xla"}).to_config_proto()
+
+    def build_threads():
+        return {t for t in threading.enumerate() if t.name.startswith("npu-adapter-xla-build")}
+
+    before = build_threads()
+    sess = NpuSession(graph=graph, config=config)
+    sess.run("out:0", feeds)  # its replay starts the build
+    assert build_threads() - before  # under way
+    errors = []
+
+    def keep_running():
+        while True:
+            try:
+                sess.run("out:0", feeds)
+            except (RuntimeError, tf.errors.CancelledError) as exc:
+                # TensorFlow's errors: a run after the close, or one the close cancelled.
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=keep_running) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    sess.close()  # the build under way ends with its compilation; close waits for it
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(errors) == 3
+    assert all(isinstance(e, tf.errors.CancelledError) or "closed Session" in str(e)
+               for e in errors)
+    assert build_threads() <= before  # the session's build thread ended with it
+    stats = runner_of(sess).runtime_stats()
+    (cluster,) = stats.clusters.values()
+    assert cluster.status == "pending"  # nothing was decided from the cancelled build

@@ -14,7 +14,8 @@ serves the cluster calls at run time:
 * :meth:`Program.variant_graph` builds that variant's GraphDef once; the session installs it;
 * :meth:`Program.ran` hears how long a run took, when its :class:`Selection` asked (``timed``):
   a runtime that measures its variants on the first runs (the XLA backend's compiled or
-  TensorFlow-kernel clusters) decides from it which variant later runs get;
+  TensorFlow-kernel clusters) decides from it which variant later runs get; with it comes a
+  replay of the run, which the XLA backend uses to build executables off the user's runs;
 * :meth:`BackendRuntime.stats` reports what was compiled, reused and chosen, per cluster.
 
 Backends whose executables are not TensorFlow functions (CANN runs ``.om`` models through pyACL)
@@ -234,9 +235,12 @@ class Program:
         """Count a run that repeats ``selection`` (see :attr:`repeatable`)."""
         self._count_gears(selection.counted)
 
-    def ran(self, selection, seconds):
+    def ran(self, selection, seconds, replay=None):
         """A run of ``selection`` (one with ``timed``) succeeded in ``seconds`` (the session's
-        ``Session.run`` of the installed variant). The base program times nothing."""
+        ``Session.run`` of the installed variant). ``replay(variant)``, when the session gives
+        one, runs the same fetches again with a copy of the same feeds on another variant of
+        the signature, from any thread (the XLA backend builds executables in the background
+        so). The base program times nothing."""
 
     @staticmethod
     def _scan(result):

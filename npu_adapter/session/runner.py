@@ -14,7 +14,8 @@ created; :mod:`npu_adapter.session.install` hands it ``run``, ``make_callable``,
 2. the backend's runtime picks the variant of the signature the fed shapes select (a gear
    called directly, a ``lazy_recompile`` specialisation, the XLA backend's clusters compiled or
    on TensorFlow's kernels; :mod:`npu_adapter.backends.runtime`); when it asks, the run is
-   timed and the time handed back to it (:meth:`~npu_adapter.backends.runtime.Program.ran`);
+   timed and the time handed back to it (:meth:`~npu_adapter.backends.runtime.Program.ran`),
+   with a replay of the run (its fetches, a copy of its feeds) on another variant;
 3. the fetches and feeds are moved onto the execution graph (:mod:`npu_adapter.session.fetches`)
    and run on the runner's TensorFlow session of the execution graph, which TensorFlow's own
    ``Session.run`` serves: its checks, its errors and its result structures are the user's.
@@ -31,6 +32,7 @@ import re
 import threading
 import time
 
+import numpy as np
 import tensorflow as tf
 
 # What every run needs sooner or later, imported with the session (a script imports npu_bridge
@@ -295,6 +297,7 @@ class SessionRunner:
         mapped = plan.mapped.get(installed)
         if mapped is None:
             mapped = plan.mapped[installed] = _moved(plan.mapper.unique_fetches(), installed)
+        user_feeds = feed_dict
         if feed_dict:
             if plan.fed_names is not None:
                 feeds = installed.feeds
@@ -314,7 +317,8 @@ class SessionRunner:
             else:
                 values = _tf_run(inner, mapped, feed_dict, options, run_metadata)
             if selection is not None and selection.timed:  # the runtime measures its variants
-                plan.program.ran(selection, time.perf_counter() - start)
+                plan.program.ran(selection, time.perf_counter() - start,
+                                 self._replay(plan, user_feeds))
         except tf.errors.OpError as error:
             raise _user_error(error, self.user_graph).with_traceback(
                 error.__traceback__) from None
@@ -327,6 +331,28 @@ class SessionRunner:
         if plan.system_op is not None:
             self._system_op_ran(plan.system_op)
         return plan.mapper.build_results(values)
+
+    def _replay(self, plan, feed_dict):
+        """A function that runs this run's fetches again, with a copy of its feeds, on another
+        variant of its signature (``replay(variant)``), for the backend's runtime to call on a
+        thread of its own (the XLA backend builds executables so). None for a dumping
+        session: its graphs write to the dump."""
+        if self.dump is not None:
+            return None
+        copied = {key: np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+                  for key, value in (feed_dict or {}).items()}
+
+        def replay(variant):
+            installed = self._variant(plan.signature, variant)
+            feeds = fetch_rules.map_feeds(self.user_graph, fetch_rules.flat_feeds(copied),
+                                          installed.feeds) if copied else None
+            try:
+                _tf_run(self._inner_session(), _moved(plan.mapper.unique_fetches(), installed),
+                        feeds, None, None)
+            except tf.errors.OpError as error:
+                raise _user_error(error, self.user_graph) from None
+
+        return replay
 
     def _run_config(self):
         """The options this run is rewritten under (the low-precision phase of

@@ -49,6 +49,8 @@ class Decision:
         ratio: the median of the per-pair ratios compiled / TensorFlow's kernels (compiled
             when below 1).
         pairs: how many pairs of runs were timed.
+        failure: why XLA could not build the executable ("" when it could); the cluster then
+            stays on TensorFlow's kernels and nothing was timed.
     """
 
     cluster: str
@@ -58,10 +60,18 @@ class Decision:
     tensorflow_ms: float
     ratio: float
     pairs: int
+    failure: str = ""
+
+    @classmethod
+    def compile_failed(cls, cluster, executable, message):
+        """The decision for an executable XLA failed to build: TensorFlow's kernels."""
+        return cls(cluster, executable, False, 0.0, 0.0, 0.0, 0, message)
 
     @property
     def why(self):
         """The sentence reports show: what was measured and what was kept."""
+        if self.failure:
+            return f"kept on TensorFlow's kernels: compile failed: {self.failure}"
         kept = "compiled by XLA" if self.compiled else "kept on TensorFlow's kernels"
         return (f"{kept}: a run took {_ms(self.compiled_ms)} compiled and "
                 f"{_ms(self.tensorflow_ms)} on TensorFlow's kernels "
@@ -71,7 +81,7 @@ class Decision:
         return {"format": _FORMAT, "rule": _RULE, "cluster": self.cluster,
                 "executable": self.executable, "compiled": self.compiled,
                 "compiled_ms": self.compiled_ms, "tensorflow_ms": self.tensorflow_ms,
-                "ratio": self.ratio, "pairs": self.pairs}
+                "ratio": self.ratio, "pairs": self.pairs, "failure": self.failure}
 
     @classmethod
     def from_json(cls, data):
@@ -82,7 +92,7 @@ class Decision:
         try:
             return cls(str(data["cluster"]), str(data["executable"]), bool(data["compiled"]),
                        float(data["compiled_ms"]), float(data["tensorflow_ms"]),
-                       float(data["ratio"]), int(data["pairs"]))
+                       float(data["ratio"]), int(data["pairs"]), str(data.get("failure", "")))
         except (KeyError, TypeError, ValueError):
             return None
 

@@ -16,6 +16,15 @@ are graphs of the signature (:class:`~npu_adapter.backends.runtime.Variant`) the
 once each: the base graph has every compiled cluster compiled; a variant lists the clusters that
 run on TensorFlow's kernels instead.
 
+An executable a context wants and the session has not built yet is built off the user's runs
+when the session hands :meth:`XlaProgram.ran` a replay of its run
+(:mod:`~npu_adapter.backends.xla.background`): the runs stay on TensorFlow's kernels, untimed,
+while the runtime's build thread replays a run on the variant that runs the cluster compiled;
+that replay is the compiled arm's first run. Signatures whose replay could be seen (a training
+step), and sessions that give no replay, compile in the foreground, in the first run that uses
+the executable. A build XLA fails is a decision: "kept on TensorFlow's kernels: compile failed:
+<XLA's message>".
+
 TensorFlow compiles an ``_XlaMustCompile`` call the first time it runs with a given set of input
 shapes, keeps the executable for the session's lifetime and reuses it for every later run with
 the same shapes. The runtime mirrors that bookkeeping per session so the statistics say what was
@@ -30,10 +39,21 @@ entries before TensorFlow reads them, and counts entries written (compiled in a 
 read (loaded instead of compiling): :meth:`XlaRuntime.cache_stats`.
 """
 
+import dataclasses
+import logging
 import os
 import threading
+import time
 
-from npu_adapter.backends.runtime import BackendRuntime, Program, Selection, Variant
+from npu_adapter.backends.runtime import (
+    BackendRuntime,
+    ClusterStats,
+    Program,
+    RuntimeStats,
+    Selection,
+    Variant,
+)
+from npu_adapter.backends.xla.background import BuildThread, replay_visible_op
 from npu_adapter.backends.xla.decisions import (
     DECISIONS_SUBDIR,
     Decision,
@@ -51,9 +71,36 @@ from npu_adapter.vocabulary import (
     XLA_TF_FUNCTION_ATTR,
 )
 
-__all__ = ["XlaProgram", "XlaRuntime", "on_tensorflow_kernels"]
+__all__ = ["XlaClusterStats", "XlaProgram", "XlaRuntime", "XlaRuntimeStats",
+           "on_tensorflow_kernels"]
+
+logger = logging.getLogger(__name__)
 
 _VARIANT = "xla"
+
+
+@dataclasses.dataclass
+class XlaClusterStats(ClusterStats):
+    """:class:`~npu_adapter.backends.runtime.ClusterStats` of a cluster of the ``xla``
+    backend, and ``background_compiles``: how many of its ``compiles`` were built on the
+    runtime's build thread while the runs went on on TensorFlow's kernels (the others
+    compiled in the foreground, in the first run that used them)."""
+
+    background_compiles: int = 0
+
+
+@dataclasses.dataclass
+class XlaRuntimeStats(RuntimeStats):
+    """:class:`~npu_adapter.backends.runtime.RuntimeStats` of the ``xla`` backend, and
+    ``background_compiles``: the clusters' ``background_compiles`` added up."""
+
+    background_compiles: int = 0
+
+    def cluster(self, name):
+        stats = self.clusters.get(name)
+        if stats is None:
+            stats = self.clusters[name] = XlaClusterStats()
+        return stats
 
 
 def _compile_status(result):
@@ -83,10 +130,11 @@ def on_tensorflow_kernels(graph_def, clusters):
 
 
 class _Context:
-    """One context of a program: its trial, its final selection once decided, and its runs per
-    variant (the clusters on TensorFlow's kernels → runs)."""
+    """One context of a program: its trial, its final selection once decided, its runs per
+    variant (the clusters on TensorFlow's kernels → runs) and the executable being built."""
 
-    __slots__ = ("base", "labels", "trial", "final", "final_on_tf", "runs", "warm", "noted")
+    __slots__ = ("base", "labels", "trial", "final", "final_on_tf", "runs", "warm", "noted",
+                 "build")
 
     def __init__(self, base, labels, trial):
         self.base = base          # the base Selection (gears, lazy shapes)
@@ -97,11 +145,40 @@ class _Context:
         self.runs = {}
         self.warm = set()         # the arms (clusters on TensorFlow's kernels) that ran
         self.noted = False        # the final selection's executables were counted
+        self.build = None         # the cluster whose executable is being built, or None
+
+
+class _Run:
+    """What a timed run of a context is for: an arm of its trial (``arm``: True, False or
+    None; ``first``: the arm's first run), or a run on TensorFlow's kernels while an
+    executable is built (``waiting``)."""
+
+    __slots__ = ("context", "on_tf", "arm", "first", "waiting")
+
+    def __init__(self, context, on_tf, arm=None, first=False, waiting=False):
+        self.context = context
+        self.on_tf = on_tf
+        self.arm = arm
+        self.first = first
+        self.waiting = waiting
+
+
+def _first_line(error):
+    """The first line of an error's message (a TensorFlow error's message has the failing
+    node's details after it)."""
+    text = str(getattr(error, "message", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 class XlaProgram(Program):
     """A signature's program: gear and lazy selection as for the CPU reference, and per context
-    the compiled-or-TensorFlow decision of each compiled cluster (see the module docstring)."""
+    the compiled-or-TensorFlow decision of each compiled cluster (see the module docstring).
+
+    Attributes:
+        replay_visible: the first op type of the signature whose second run could be seen
+            (:func:`~npu_adapter.backends.xla.background.replay_visible_op`), or None: its
+            executables are built by replaying runs in the background.
+    """
 
     def __init__(self, runtime, result, feeds, compiled):
         super().__init__(runtime, result, feeds)
@@ -112,6 +189,8 @@ class XlaProgram(Program):
         self.digests = {name: cluster_digest(nodes[name], functions) for name in self.compiled}
         self.contexts = {}
         self._context_lock = threading.Lock()
+        self.replay_visible = replay_visible_op(result.graph_def) if self.compiled else None
+        self._replays = True  # False once a run came back without a replay to build with
 
     @property
     def needs_shapes(self):
@@ -121,6 +200,12 @@ class XlaProgram(Program):
     def repeatable(self):
         # A trial hands out another variant run after run.
         return not self.compiled and super().repeatable
+
+    @property
+    def builds_in_background(self):
+        """Whether executables are built by replaying runs in the background: the signature
+        can be replayed unseen and the session hands :meth:`ran` a replay."""
+        return self.replay_visible is None and self._replays
 
     def select(self, fed_shapes):
         base = super().select(fed_shapes)
@@ -133,15 +218,30 @@ class XlaProgram(Program):
                tuple(self._executable_key(name, base, shapes) for name in self.compiled))
         with self._context_lock:
             context = self.contexts.get(key)
-            if context is None:
+            new = context is None
+            if new:
                 context = self.contexts[key] = self._new_context(base, key[1])
+            if self.builds_in_background:
+                wanted = context.final_on_tf if context.final is not None \
+                    else context.trial.next_run(context.warm)[0]
+                missing = self._missing(context, wanted)
+                if missing:
+                    # An executable this run would use is not built yet: the run goes on
+                    # TensorFlow's kernels, and unless a build is under way, its replay
+                    # builds the executable (ran).
+                    on_tf = tuple(sorted(set(wanted) | set(missing)))
+                    context.runs[on_tf] = context.runs.get(on_tf, 0) + 1
+                    return Selection(self._variant(base, on_tf), base.gears, base.counted,
+                                     timed=context.build is None,
+                                     arm=_Run(context, on_tf, waiting=True))
+            elif new and context.final is not None and \
+                    context.final_on_tf != tuple(sorted(self.compiled)):
+                # Decided before (remembered), but a context's first run still runs on
+                # TensorFlow's kernels: it never waits for an executable to be compiled
+                # or loaded from graph_compiler_cache_dir; the second run does.
                 all_on_tf = tuple(sorted(self.compiled))
-                if context.final is not None and context.final_on_tf != all_on_tf:
-                    # Decided before (remembered), but a context's first run still runs on
-                    # TensorFlow's kernels: it never waits for an executable to be compiled
-                    # or loaded from graph_compiler_cache_dir; the second run does.
-                    context.runs[all_on_tf] = 1
-                    return Selection(self._variant(base, all_on_tf), base.gears, base.counted)
+                context.runs[all_on_tf] = 1
+                return Selection(self._variant(base, all_on_tf), base.gears, base.counted)
             if context.final is not None:
                 if not context.noted:
                     context.noted = True
@@ -154,19 +254,105 @@ class XlaProgram(Program):
             first = on_tf not in context.warm
         self._note_executables(context, on_tf)
         return Selection(self._variant(base, on_tf), base.gears, base.counted, timed=True,
-                         arm=(context, on_tf, arm, first))
+                         arm=_Run(context, on_tf, arm, first))
 
-    def ran(self, selection, seconds):
-        context, on_tf, arm, first = selection.arm
+    def ran(self, selection, seconds, replay=None):
+        """A timed run succeeded in ``seconds``. ``replay(variant)``, when the session gives
+        one, runs the same fetches again with a copy of the same feeds on ``variant`` (a
+        :class:`~npu_adapter.backends.runtime.Variant` of this signature), in the session's
+        TensorFlow session: the runtime calls it on its build thread to build an executable
+        the next runs want (see :mod:`~npu_adapter.backends.xla.background`). A session that
+        gives none has its executables compiled in the foreground, by the runs that use them
+        first."""
+        run = selection.arm
+        context = run.context
         with self._context_lock:
-            context.warm.add(on_tf)
-            measured = context.trial.record(arm, seconds, first)
-            if measured is not None:
-                self.runtime.measured(self, context.labels[measured.cluster], measured)
-            if context.trial.done and context.final is None:
-                self._finish(context)
-                context.noted = True
-                self._note_executables(context, context.final_on_tf)
+            if replay is None:
+                self._replays = False
+            if not run.waiting:
+                context.warm.add(run.on_tf)
+                measured = context.trial.record(run.arm, seconds, run.first)
+                if measured is not None:
+                    self.runtime.measured(self, context.labels[measured.cluster], measured)
+                if context.trial.done and context.final is None:
+                    self._finish(context)
+                    context.noted = True
+                    self._note_executables(context, context.final_on_tf)
+            if replay is not None and self.builds_in_background:
+                self._start_build(context, replay)
+
+    # ------------------------------------------------------------------ background builds
+    def _missing(self, context, on_tf):
+        """The clusters (decision order) a run with ``on_tf`` on TensorFlow's kernels runs
+        compiled whose executable this session has not built."""
+        skipped = set(on_tf)
+        return [name for name in self.compiled if name not in skipped and
+                not self.runtime.has_executable(name, context.labels[name])]
+
+    def _start_build(self, context, replay):
+        """Start building the next executable ``context``'s runs want, unless one is being
+        built: one cluster at a time, so that a failure names its cluster."""
+        if context.build is not None:
+            return
+        wanted = context.final_on_tf if context.final is not None \
+            else context.trial.next_run(context.warm)[0]
+        missing = self._missing(context, wanted)
+        if not missing:
+            return
+        cluster = missing[0]
+        on_tf = tuple(sorted(set(wanted) | set(missing[1:])))
+        context.build = cluster
+        if not self.runtime.builds.submit(lambda: self._build(context, cluster, on_tf, replay)):
+            context.build = None  # the session is closing
+
+    def _build(self, context, cluster, on_tf, replay):
+        """On the build thread: replay a run on the variant with ``on_tf`` on TensorFlow's
+        kernels, which builds ``cluster``'s executable, and take the outcome."""
+        import tensorflow as tf
+
+        failure = None
+        start = time.perf_counter()
+        try:
+            replay(self._variant(context.base, on_tf))
+        except (tf.errors.CancelledError, RuntimeError):
+            # The session was closed under the replay: nothing was decided.
+            with self._context_lock:
+                context.build = None
+            return
+        except tf.errors.OpError as error:
+            # The user's run with the same feeds succeeded on TensorFlow's kernels: what
+            # failed is the cluster compiled by XLA (at compile time: an input XLA needs as a
+            # constant, an op it cannot lower for these shapes).
+            failure = _first_line(error)
+        except Exception as error:  # a build never fails the user's runs
+            logger.warning("XLA background build of cluster %s failed (%s); its executables "
+                           "are compiled by the runs that use them", cluster,
+                           _first_line(error))
+            with self._context_lock:
+                context.build = None
+                self._replays = False
+            return
+        seconds = time.perf_counter() - start
+        with self._context_lock:
+            context.build = None
+            label = context.labels[cluster]
+            trial = context.trial
+            if failure is not None:
+                trial.fail(cluster)
+                self.runtime.compile_failed(self, label, cluster, failure)
+                if context.final is not None or trial.done:
+                    self._finish(context)
+                return
+            self.runtime.built_in_background(cluster, label)
+            if context.final is None and trial.pending and trial.pending[0] == cluster and \
+                    on_tf == trial.on_tensorflow(True):
+                # The replay was the compiled arm's first run: it compiled, untimed.
+                context.warm.add(on_tf)
+                trial.record(True, seconds, True)
+            else:
+                decision = self.runtime.decisions.get(self.digests[cluster], label)
+                run_s = decision.compiled_ms / 1e3 if decision is not None else 0.0
+                self.runtime.add_compile_seconds(cluster, max(seconds - run_s, 0.0))
 
     def _new_context(self, base, keys):
         labels = {name: executable_label(key) for name, key in zip(self.compiled, keys)}
@@ -231,6 +417,8 @@ class XlaRuntime(BackendRuntime):
 
     def __init__(self, backend, config):
         super().__init__(backend, config)
+        self.stats_record = XlaRuntimeStats(backend=self.stats_record.backend)
+        self.builds = BuildThread()
         self._executables = {}  # cluster name -> set of executable labels
         self._compiled = {}     # cluster name -> {executable label: decided compiled}
         self._programs = []
@@ -302,19 +490,56 @@ class XlaRuntime(BackendRuntime):
         else:
             stats.status, stats.reason = "tensorflow", decision.why
 
+    def compile_failed(self, program, label, name, message):
+        """Record and remember that XLA failed to build executable ``label`` of cluster
+        ``name`` of ``program`` (``message``: XLA's error): it runs on TensorFlow's kernels."""
+        decision = Decision.compile_failed(name, label, message)
+        self.decisions.put(program.digests[name], decision)
+        with self.lock:
+            self.stats_record.decisions_measured += 1
+            self._record_decision(name, decision)
+
+    def add_compile_seconds(self, name, seconds):
+        """Add ``seconds`` of building an executable to cluster ``name``'s compile time."""
+        with self.lock:
+            self.stats_record.cluster(name).compile_seconds += seconds
+            self.stats_record.compile_seconds += seconds
+
+    def wait_for_builds(self, timeout=None):
+        """Wait until the executables being built in the background are built (or failed);
+        True when none is left, False after ``timeout`` seconds. A build starts after a run
+        (the run's replay builds it): a script that wants its executables before it times or
+        serves runs once, waits, and repeats until the clusters are decided."""
+        return self.builds.wait(timeout)
+
+    def has_executable(self, name, label):
+        """Whether this session built executable ``label`` of cluster ``name``."""
+        with self.lock:
+            return label in self._executables.get(name, ())
+
     def note_executables(self, keyed):
         """Record the executables a run uses (``(cluster name, executable label)`` pairs of
         the clusters it runs compiled); one not seen before in this session is a
-        compilation."""
+        compilation, in the foreground."""
         with self.lock:
             for name, label in keyed:
-                seen = self._executables.setdefault(name, set())
-                if label in seen:
-                    continue
-                seen.add(label)
-                stats = self.stats_record.cluster(name)
-                stats.compiles += 1
-                self.stats_record.compiles += 1
+                self._note(name, label)
+
+    def built_in_background(self, name, label):
+        """Record executable ``label`` of cluster ``name``, built on the build thread."""
+        with self.lock:
+            if self._note(name, label):
+                self.stats_record.cluster(name).background_compiles += 1
+                self.stats_record.background_compiles += 1
+
+    def _note(self, name, label):
+        seen = self._executables.setdefault(name, set())
+        if label in seen:
+            return False
+        seen.add(label)
+        self.stats_record.cluster(name).compiles += 1
+        self.stats_record.compiles += 1
+        return True
 
     def cache_stats(self):
         """The persistent cache's counters since this session started: ``active`` (TensorFlow
@@ -346,5 +571,8 @@ class XlaRuntime(BackendRuntime):
         return snapshot
 
     def close(self):
+        # The session's TensorFlow session is closed before its runtime: a build under way
+        # ends with its compilation.
+        self.builds.close()
         if self.cache is not None:
             self.cache.sync()

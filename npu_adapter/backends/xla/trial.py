@@ -5,13 +5,14 @@ For one context of a signature (one set of executables: its gears or fed shapes)
 and takes back the time each run took. It decides the clusters one at a time, in a fixed order:
 the cluster under trial runs compiled in one arm and on TensorFlow's kernels in the other; the
 clusters decided before it run as decided, those after it on TensorFlow's kernels (so a cluster
-is compiled only when its turn comes). The first run of each arm is not timed (it compiles, or
-builds TensorFlow's executors); then :data:`PAIRS` pairs of runs alternate the arms in ABBA
-order — compiled, TensorFlow, TensorFlow, compiled, ... — so that a drift of the machine's load
-hits both alike, and the cluster is compiled when the median of the per-pair ratios is below 1:
-whichever is faster, measured on this device (CPU, or GPU where the clusters run there), with
-nothing tuned to one machine. The first run of a context with nothing decided runs every
-cluster on TensorFlow's kernels: a signature's first run never waits for XLA to compile.
+is compiled only when its turn comes). The first run of each arm is not timed (it compiles —
+in the foreground, or as the runtime's background replay —, or builds TensorFlow's
+executors); then :data:`PAIRS` pairs of runs alternate the arms in ABBA order — compiled,
+TensorFlow, TensorFlow, compiled, ... — so that a drift of the machine's load hits both alike,
+and the cluster is compiled when the median of the per-pair ratios is below 1: whichever is
+faster, measured on this device (CPU, or GPU where the clusters run there), with nothing tuned
+to one machine. The first run of a context with nothing decided runs every cluster on
+TensorFlow's kernels: a signature's first run never waits for XLA to compile.
 
 Everything here is bookkeeping (no TensorFlow): the runtime
 (:mod:`~npu_adapter.backends.xla.runtime`) turns arms into graph variants and times the runs.
@@ -92,6 +93,16 @@ class Trial:
         n = len(self._times[True]) + len(self._times[False])
         arm = (True, False, False, True)[n % 4]
         return (compiled if arm else kernels), arm
+
+    def fail(self, cluster):
+        """``cluster`` cannot run compiled (XLA failed to build its executable): decided on
+        TensorFlow's kernels, untimed; the next cluster's trial starts afresh."""
+        if cluster in self.pending:
+            if self.pending[0] == cluster:
+                self._times = {True: [], False: []}
+                self._first_compiled = None
+            self.pending.remove(cluster)
+        self.decided[cluster] = False
 
     def record(self, arm, seconds, first):
         """Take the time of a run of ``arm`` (``first``: the arm's first run). Returns the
