@@ -522,7 +522,7 @@ def _loop_exit_edges(view):
     ops = view.ops
     extra = {}
     for f, nodes in members.items():
-        enters = [i for i in nodes if ops[i] in _rules.ENTER_OPS and frame_of[i] == f]
+        enters = tuple(i for i in nodes if ops[i] in _rules.ENTER_OPS and frame_of[i] == f)
         for i in nodes:
             if ops[i] in _rules.EXIT_OPS:
                 extra[i] = enters
