@@ -134,9 +134,8 @@ class _Condensed:
         self.label = [labels[r] for r in members_of]
         indegree = [len(p) for p in preds_c]
         self.order = c_order = [c for c in range(m) if indegree[c] == 0]
-        succ_lists = [sorted(s_) for s_ in succ_sets]
         for c in c_order:
-            for d in succ_lists[c]:
+            for d in sorted(succ_sets[c]):  # (one short-lived list at a time)
                 indegree[d] -= 1
                 if indegree[d] == 0:
                     c_order.append(d)
@@ -663,7 +662,9 @@ class ClusterPass(PassBase):
                 not ctx.backend.keeps_state_on_host:
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.backend, groups) if names else {}
-        out_nodes = list(out.node)  # a plain list: indexing the repeated field costs more
+        # Indexed in the repeated field (O(1)) rather than listed: a list would hold a tracked
+        # Python object per node through the collections the rewrite triggers.
+        out_nodes = out.node
         if stale:  # a stale earlier clustering
             for node in out_nodes:
                 for key in (CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR):

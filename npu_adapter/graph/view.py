@@ -63,7 +63,8 @@ class GraphView:
 
     Attributes:
         graph_def: the GraphDef the view was built from (treat as read-only).
-        nodes: list of NodeDefs, in GraphDef order; a node is referred to by its index here.
+        nodes: list of NodeDefs, in GraphDef order, made when first read (see the property);
+            a node is referred to by its index here.
         names: list of node names, in GraphDef order (a plain list: cheaper than NodeDef reads).
         ops: list of op types, in GraphDef order.
         index: dict node name → index (first occurrence when names are duplicated).
@@ -86,7 +87,7 @@ class GraphView:
 
     __slots__ = (
         "graph_def",
-        "nodes",
+        "_nodes",
         "names",
         "ops",
         "index",
@@ -105,13 +106,16 @@ class GraphView:
 
     def __init__(self, graph_def):
         self.graph_def = graph_def
-        nodes = list(graph_def.node)
-        self.nodes = nodes
+        self._nodes = None  # (see the nodes property)
         # Names and op types as plain lists: reading NodeDef fields from Python is slow, and the
         # passes ask for them in their inner loops.
-        names = [node.name for node in nodes]
+        names = []
+        ops = []
+        for node in graph_def.node:
+            names.append(node.name)
+            ops.append(node.op)
         self.names = names
-        self.ops = [node.op for node in nodes]
+        self.ops = ops
         index = dict(zip(names, range(len(names))))
         duplicates = set()
         if len(index) != len(names):
@@ -145,7 +149,7 @@ class GraphView:
         misordered = []
         ported = []  # nodes with an input "name:<port>" (port 0 written out included)
         get = self.index.get
-        for i, node in enumerate(self.nodes):
+        for i, node in enumerate(self.graph_def.node):
             data = []
             ctrl = None
             for text in node.input:
@@ -185,6 +189,25 @@ class GraphView:
         self.cache.setdefault("ported", ported)
 
     @property
+    def nodes(self):
+        """The NodeDefs, in GraphDef order (a list, made when first read).
+
+        Each NodeDef read from Python is an object the garbage collector tracks: a list of them
+        for a 100k-node graph lives through the collections a rewrite triggers and makes each
+        full collection longer. So the list is made only for a reader of many nodes; the index
+        itself, the dtypes and :meth:`node_at` read single nodes from the GraphDef.
+        """
+        nodes = self._nodes
+        if nodes is None:
+            nodes = self._nodes = list(self.graph_def.node)
+        return nodes
+
+    def node_at(self, i):
+        """The NodeDef of node ``i`` (without making the :attr:`nodes` list)."""
+        nodes = self._nodes
+        return nodes[i] if nodes is not None else self.graph_def.node[i]
+
+    @property
     def data_inputs(self):
         """Per node, ``(src_index, src_port)`` per data input slot (see the class docstring)."""
         if self._data_inputs is None:
@@ -219,14 +242,14 @@ class GraphView:
         annotations, such as the placement and the cluster name; the data of Consts set aside
         by ``strip_payloads``).
 
-        Shares every index structure and cache, so it costs one list of the NodeDefs: a pass
-        that only annotates its input hands the next pass its index this way
+        Shares every index structure and cache, so it costs next to nothing: a pass that only
+        annotates its input hands the next pass its index this way
         (``PassResult.view``; ``VerifyInstrument`` checks the structure is the same)."""
         if self._data_inputs is None:
             self._parse_inputs()  # (once, for both views)
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
-        other.nodes = list(graph_def.node)
+        other._nodes = None
         for slot in ("names", "ops", "index", "_data_inputs", "_control_inputs", "_dangling",
                      "_misordered", "duplicate_names", "_data_outputs", "_control_outputs",
                      "_out_types", "_in_types", "cache"):
@@ -246,7 +269,7 @@ class GraphView:
             new_of[old] = new
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
-        other.nodes = list(graph_def.node)
+        other._nodes = None
         names = self.names
         other.names = [names[old] for old in kept]
         other.ops = [self.ops[old] for old in kept]
@@ -327,7 +350,8 @@ class GraphView:
         (:func:`~npu_adapter.graph.types.tensor_bytes`; cached, read-only)."""
         sizes = self.cache.get("const_bytes")
         if sizes is None:
-            sizes = self.cache["const_bytes"] = _types.const_sizes(self.nodes, self.ops)
+            sizes = self.cache["const_bytes"] = _types.const_sizes(self.graph_def.node,
+                                                                        self.ops)
         return sizes
 
     def __contains__(self, name):
@@ -335,7 +359,7 @@ class GraphView:
 
     def node(self, name):
         """The NodeDef called ``name`` (KeyError if absent)."""
-        return self.nodes[self.index[name]]
+        return self.node_at(self.index[name])
 
     def name(self, i):
         """Name of node ``i``."""
@@ -347,7 +371,7 @@ class GraphView:
 
     # ----------------------------------------------------------------------------- consumers
     def _build_outputs(self):
-        n = len(self.nodes)
+        n = len(self.ops)
         # The edges grouped by producer (a stable sort keeps them in consumer order), one tuple
         # per producer: no list per node is built on the way.
         sources = []
@@ -384,8 +408,9 @@ class GraphView:
     def consumers(self, name):
         """Sorted names of the nodes that consume ``name`` through a data or control edge."""
         i = self.index[name]
-        found = {self.nodes[d].name for d, _, _ in self.data_outputs[i]}
-        found.update(self.nodes[d].name for d in self.control_outputs[i])
+        names = self.names
+        found = {names[d] for d, _, _ in self.data_outputs[i]}
+        found.update(names[d] for d in self.control_outputs[i])
         return sorted(found)
 
     def predecessors(self, i):
@@ -416,14 +441,14 @@ class GraphView:
         """Output dtypes of node ``i`` (list) or None when unknown; cached."""
         cache = self._out_types
         if i not in cache:
-            cache[i] = _types.node_output_types(self.nodes[i], self.functions)
+            cache[i] = _types.node_output_types(self.node_at(i), self.functions)
         return cache[i]
 
     def input_types(self, i):
         """Data-input dtypes of node ``i`` (list) or None when unknown; cached."""
         cache = self._in_types
         if i not in cache:
-            cache[i] = _types.node_input_types(self.nodes[i], self.functions)
+            cache[i] = _types.node_input_types(self.node_at(i), self.functions)
         return cache[i]
 
     def edge_type(self, dst, slot):
@@ -544,7 +569,7 @@ class GraphView:
                     st = state.get(nxt)
                     if st == 1:
                         cycle = path[path.index(nxt):] + [nxt]
-                        return [self.nodes[k].name for k in cycle]
+                        return [self.names[k] for k in cycle]
                     if st is None:
                         state[nxt] = 1
                         path.append(nxt)
