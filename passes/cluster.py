@@ -114,7 +114,7 @@ class _Condensed:
                 members_of.append(r)
         m = len(members_of)
         self.cnode = cnode = [index_of[r] for r in comp]
-        succ_sets = [set() for _ in range(m)]
+        succ_sets = [{} for _ in range(m)]  # (dicts used as sets: see GraphCycles)
         self.preds = preds_c = [{} for _ in range(m)]
         self.blocked = blocked = [False] * m
         for v in range(len(comp)):
@@ -128,7 +128,7 @@ class _Condensed:
                     continue
                 cu = cnode[u]
                 if cu != cv:
-                    succ_sets[cu].add(cv)
+                    succ_sets[cu][cv] = None
                     preds_c[cv][cu] = None
         self.candidate = [candidate[r] for r in members_of]
         self.label = [labels[r] for r in members_of]
@@ -143,7 +143,7 @@ class _Condensed:
         for r_, c in enumerate(c_order):
             rank[c] = r_
         # (The successor sets and the predecessors are the DAG's: no copy of either.)
-        self.cycles = GraphCycles.from_edge_sets(rank, succ_sets, [set(p) for p in preds_c])
+        self.cycles = GraphCycles.from_edge_sets(rank, succ_sets, [dict(p) for p in preds_c])
 
 
 class _Clusterer:
