@@ -68,7 +68,8 @@ _FOREVER = object()  # a refusal that no later merge can lift (the path runs thr
 
 class _HostAnnotations:
     """Writes host placement annotations into the output nodes and tells whether any of them
-    changed an input node's annotation (``changed``)."""
+    changed an input node's annotation (``changed``). ``nodes`` and ``out_nodes`` are the
+    input's and the output's node fields, indexed by node."""
 
     def __init__(self, nodes, out_nodes):
         self.nodes = nodes
@@ -165,7 +166,7 @@ class _Clusterer:
         view = self.view
         order, remaining = view.topological_order(skip_back_edges=True)
         if remaining:
-            cycle = view.find_cycle() or [view.nodes[i].name for i in remaining[:10]]
+            cycle = view.find_cycle() or [view.names[i] for i in remaining[:10]]
             raise RewriteError("Input graph has a cycle: " + " -> ".join(cycle),
                                code="Unimplemented")
         preds_of = view.predecessor_table()
@@ -309,7 +310,7 @@ class _Clusterer:
     def _clusters(self, condensed, parent, find):
         """The candidates grouped by their contracted vertex, largest first, lone NoOp/Identity
         clusters dropped and independent clusters merged."""
-        nodes = self.view.nodes
+        ops = self.view.ops
         candidate = self.candidate
         cnode = condensed.cnode
         groups = {}
@@ -328,7 +329,7 @@ class _Clusterer:
         if clusters and len(clusters[0][1]) == 1:
             kept = []
             for rep, members in clusters:
-                if nodes[members[0]].op in _NOOP_IDENTITY:
+                if ops[members[0]] in _NOOP_IDENTITY:
                     dropped[members[0]] = "singleton_noop_identity"
                 else:
                     kept.append((rep, members))
@@ -449,7 +450,7 @@ def _scope_labels(view):
     labels = [None] * len(view.ops)
     key = SUBGRAPH_MULTI_DIMS_INDEX_ATTR
     stale = False
-    for i, node in enumerate(view.nodes):
+    for i, node in enumerate(view.graph_def.node):  # (one read per node: no list of them)
         attrs = node.attr
         if key in attrs:
             labels[i] = attrs[key].i
@@ -481,7 +482,7 @@ def variable_copies(view, names):
             original's InvalidArgument "... is not in white list").
     """
     copies = {}
-    nodes = view.nodes
+    node_names = view.names
     op_types = view.op_types()
     if op_types.isdisjoint(_COPIED_VARIABLE_OPS):
         return copies
@@ -496,10 +497,10 @@ def variable_copies(view, names):
             target = names.get(d)
             if target is None:
                 raise RewriteError(
-                    f"Ref Tensors (e.g., Variables) output: {nodes[d].name} is not in white "
-                    f"list (it reads variable {nodes[i].name!r} outside every cluster while "
+                    f"Ref Tensors (e.g., Variables) output: {node_names[d]} is not in "
+                    f"white list (it reads variable {node_names[i]!r} outside every cluster while "
                     "variable_placement is Device; set variable_placement=Host or let it go to "
-                    "the device)", code="InvalidArgument", node=nodes[d].name)
+                    "the device)", code="InvalidArgument", node=node_names[d])
             if target != home:
                 targets = copies.setdefault(i, [])
                 if target not in targets:
@@ -685,7 +686,7 @@ class ClusterPass(PassBase):
         # Without a stale clustering, the output differs from the input exactly when a node
         # joined a cluster (no node had the attr) or a placement annotation changed: known
         # here without comparing two whole graphs.
-        host = _HostAnnotations(view.nodes, out_nodes)
+        host = _HostAnnotations(graph_def.node, out_nodes)
         for i, reason in dropped.items():
             host.set(i, reason)
         for i, was in enumerate(initially_candidate):
@@ -702,8 +703,8 @@ class ClusterPass(PassBase):
 
     @staticmethod
     def _release_orphan_consts(view, candidate, reasons):
-        for i, node in enumerate(view.nodes):
-            if candidate[i] and node.op in _rules.CONST_OPS and \
+        for i, op in enumerate(view.ops):
+            if candidate[i] and op in _rules.CONST_OPS and \
                     not any(candidate[d] for d in view.successors(i)):
                 candidate[i] = False
                 reasons[i] = "const_without_device_consumer"

@@ -21,8 +21,8 @@ __all__ = ["PassManager", "PipelineResult"]
 class PipelineResult(collections.namedtuple(
         "PipelineResult", ["graph_def", "modified", "results"])):
     """Outcome of a pipeline: final GraphDef, whether any pass changed it, and per-pass results
-    as a list of ``(pass name, PassResult)`` (skipped passes are absent; their ``view`` is
-    None: the index a pass handed on went to the next pass only)."""
+    as a list of ``(pass name, PassResult)`` (skipped passes are absent). The results keep no
+    ``view``: the index a pass hands on goes to the next pass only."""
 
     __slots__ = ()
 
