@@ -4,8 +4,8 @@ Passes never edit a GraphDef in place (docs/architecture.md, "The pass contract"
 its input through a GraphView (name index, producers, consumers, edge dtypes, topological order)
 and writes a new GraphDef. Building the index is linear in nodes + edges and cheap enough for
 100k-node graphs (the ``scaling`` section of ``python -m bench`` measures it): node inputs are
-parsed into plain integer lists when an edge is first asked for (a reader of names, op types and
-attributes never pays for them), and consumer lists only when asked for.
+parsed into tuples of integers when an edge is first asked for (a reader of names, op types and
+attributes never pays for them), and consumer tuples only when asked for.
 """
 
 import collections
