@@ -119,14 +119,14 @@ def _check_dump_dir(path, option):
 def _sink_fetches(view):
     fetches = []
     targets = []
-    for i, node in enumerate(view.nodes):
+    for i, name in enumerate(view.names):
         if view.data_outputs[i] or view.control_outputs[i]:
             continue
         out_types = view.output_types(i)
         if out_types:
-            fetches.extend(f"{node.name}:{p}" for p in range(len(out_types)))
+            fetches.extend(f"{name}:{p}" for p in range(len(out_types)))
         else:
-            targets.append(node.name)
+            targets.append(name)
     return fetches, targets
 
 

@@ -22,7 +22,8 @@ def read_placements(view):
     candidate = []
     reasons = {}
     parsed = {}  # annotation -> (candidate, reason): a graph has a few distinct ones
-    for i, node in enumerate(view.nodes):
+    # (One read per node from the GraphDef: the view's list of NodeDefs is not made for it.)
+    for i, node in enumerate(view.graph_def.node):
         value = node.attr.get(PLACEMENT_ATTR)
         if value is None:
             candidate.append(False)

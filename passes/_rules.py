@@ -33,6 +33,7 @@ from npu_adapter.graph.types import (
 )
 from npu_adapter.graph.view import LOOP_BACK_EDGE_OPS
 from npu_adapter.op_support import is_op_supported
+from npu_adapter.pipeline.graph_config import node_settings
 from npu_adapter.vocabulary import WITHOUT_NPU_COMPILE_ATTR
 
 __all__ = [
@@ -85,10 +86,9 @@ class SupportOracle:
         self.mix = bool(mix_compile_mode)
         self._functions = {}
         self._per_op = {}
-        self._nodes = view.nodes
+        self._node_at = view.node_at
         # Whether a node carries _without_npu_compile (else each answer is its op type's).
-        self._without_possible = any(WITHOUT_NPU_COMPILE_ATTR in node.attr
-                                     for node in self._nodes)
+        self._without_possible = node_settings(view).without_npu_compile
 
     def function_supported(self, name, _stack=None):
         """True when library function ``name`` holds only supported ops (Consts allowed).
@@ -172,13 +172,16 @@ class SupportOracle:
 
     def node_support(self, i, *, support_const=False):
         """``(supported, reason)`` for node ``i`` of the view."""
-        if not self._without_possible or WITHOUT_NPU_COMPILE_ATTR not in self._nodes[i].attr:
+        node = None
+        if not self._without_possible or \
+                WITHOUT_NPU_COMPILE_ATTR not in (node := self._node_at(i)).attr:
             # The answer already decided for this op type (only ops whose answer depends on
             # the type alone are remembered), without reading the node again.
             cached = self._per_op.get((self.view.ops[i], support_const))
             if cached is not None:
                 return cached
-        return self._node_ok(self._nodes[i], support_const=support_const)
+        return self._node_ok(node if node is not None else self._node_at(i),
+                             support_const=support_const)
 
 
 def _has_attr(node, key):
@@ -199,7 +202,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
     Returns:
         The list of node indices moved to the host, in the order they were moved.
     """
-    nodes = view.nodes
+    node_at = view.node_at
     ops = view.ops
     data_out = view.data_outputs
     moved = []
@@ -228,7 +231,6 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
 
     while queue:
         h = queue.popleft()
-        h_node = nodes[h]
         # Out-edges: a candidate consumer of a host tensor.
         for d, slot, _ in data_out[h]:
             if not candidate[d] or plain_inputs(ops[d]):
@@ -241,8 +243,8 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
                 continue
             b = base_type(t)
             if b in _CROSS_RULE_REASON:
-                if (_has_attr(nodes[d], "_op_max_size") or ops[d] == "Assert"
-                        or h_node.op in CONST_OPS or (strings_cross and b == _STRING)):
+                if (_has_attr(node_at(d), "_op_max_size") or ops[d] == "Assert"
+                        or ops[h] in CONST_OPS or (strings_cross and b == _STRING)):
                     continue
                 host(d, _CROSS_RULE_REASON[b])
         # In-edges: a candidate producer of a tensor the host node reads.
@@ -262,7 +264,7 @@ def infect(view, candidate, reasons, seeds, *, iterations_per_loop, enable_dp):
                 continue
             b = base_type(t)
             if b in _CROSS_RULE_REASON:
-                if _has_attr(h_node, "_op_max_size") or (strings_cross and b == _STRING):
+                if _has_attr(node_at(h), "_op_max_size") or (strings_cross and b == _STRING):
                     continue
                 if enable_dp and b == _STRING and ops[s] in _GETNEXT_OPS:
                     continue
@@ -289,7 +291,6 @@ def _compute_while_frames(view):
     ops = view.ops
     if "Enter" not in ops and "RefEnter" not in ops:
         return [0] * len(ops), {0: None}, {}
-    nodes = view.nodes
     order, _ = view.topological_order(skip_back_edges=True)
     preds_of = view.predecessor_table()
     frame_of = [0] * len(ops)
@@ -309,7 +310,7 @@ def _compute_while_frames(view):
                 f = parent[f]
             break
         if ops[i] in ENTER_OPS:
-            key = (f, nodes[i].attr["frame_name"].s)
+            key = (f, view.node_at(i).attr["frame_name"].s)
             if key not in child_ids:
                 child_ids[key] = len(parent)
                 parent[child_ids[key]] = f

@@ -68,7 +68,8 @@ _FOREVER = object()  # a refusal that no later merge can lift (the path runs thr
 
 class _HostAnnotations:
     """Writes host placement annotations into the output nodes and tells whether any of them
-    changed an input node's annotation (``changed``)."""
+    changed an input node's annotation (``changed``). ``nodes`` and ``out_nodes`` are the
+    input's and the output's node fields, indexed by node."""
 
     def __init__(self, nodes, out_nodes):
         self.nodes = nodes
@@ -114,7 +115,7 @@ class _Condensed:
                 members_of.append(r)
         m = len(members_of)
         self.cnode = cnode = [index_of[r] for r in comp]
-        succ_sets = [set() for _ in range(m)]
+        succ_sets = [{} for _ in range(m)]  # (dicts used as sets: see GraphCycles)
         self.preds = preds_c = [{} for _ in range(m)]
         self.blocked = blocked = [False] * m
         for v in range(len(comp)):
@@ -128,15 +129,14 @@ class _Condensed:
                     continue
                 cu = cnode[u]
                 if cu != cv:
-                    succ_sets[cu].add(cv)
+                    succ_sets[cu][cv] = None
                     preds_c[cv][cu] = None
         self.candidate = [candidate[r] for r in members_of]
         self.label = [labels[r] for r in members_of]
         indegree = [len(p) for p in preds_c]
         self.order = c_order = [c for c in range(m) if indegree[c] == 0]
-        succ_lists = [sorted(s_) for s_ in succ_sets]
         for c in c_order:
-            for d in succ_lists[c]:
+            for d in sorted(succ_sets[c]):  # (one short-lived list at a time)
                 indegree[d] -= 1
                 if indegree[d] == 0:
                     c_order.append(d)
@@ -144,7 +144,7 @@ class _Condensed:
         for r_, c in enumerate(c_order):
             rank[c] = r_
         # (The successor sets and the predecessors are the DAG's: no copy of either.)
-        self.cycles = GraphCycles.from_edge_sets(rank, succ_sets, [set(p) for p in preds_c])
+        self.cycles = GraphCycles.from_edge_sets(rank, succ_sets, [dict(p) for p in preds_c])
 
 
 class _Clusterer:
@@ -166,7 +166,7 @@ class _Clusterer:
         view = self.view
         order, remaining = view.topological_order(skip_back_edges=True)
         if remaining:
-            cycle = view.find_cycle() or [view.nodes[i].name for i in remaining[:10]]
+            cycle = view.find_cycle() or [view.names[i] for i in remaining[:10]]
             raise RewriteError("Input graph has a cycle: " + " -> ".join(cycle),
                                code="Unimplemented")
         preds_of = view.predecessor_table()
@@ -310,7 +310,7 @@ class _Clusterer:
     def _clusters(self, condensed, parent, find):
         """The candidates grouped by their contracted vertex, largest first, lone NoOp/Identity
         clusters dropped and independent clusters merged."""
-        nodes = self.view.nodes
+        ops = self.view.ops
         candidate = self.candidate
         cnode = condensed.cnode
         groups = {}
@@ -329,7 +329,7 @@ class _Clusterer:
         if clusters and len(clusters[0][1]) == 1:
             kept = []
             for rep, members in clusters:
-                if nodes[members[0]].op in _NOOP_IDENTITY:
+                if ops[members[0]] in _NOOP_IDENTITY:
                     dropped[members[0]] = "singleton_noop_identity"
                 else:
                     kept.append((rep, members))
@@ -450,7 +450,7 @@ def _scope_labels(view):
     labels = [None] * len(view.ops)
     key = SUBGRAPH_MULTI_DIMS_INDEX_ATTR
     stale = False
-    for i, node in enumerate(view.nodes):
+    for i, node in enumerate(view.graph_def.node):  # (one read per node: no list of them)
         attrs = node.attr
         if key in attrs:
             labels[i] = attrs[key].i
@@ -482,7 +482,7 @@ def variable_copies(view, names):
             original's InvalidArgument "... is not in white list").
     """
     copies = {}
-    nodes = view.nodes
+    node_names = view.names
     op_types = view.op_types()
     if op_types.isdisjoint(_COPIED_VARIABLE_OPS):
         return copies
@@ -497,10 +497,10 @@ def variable_copies(view, names):
             target = names.get(d)
             if target is None:
                 raise RewriteError(
-                    f"Ref Tensors (e.g., Variables) output: {nodes[d].name} is not in white "
-                    f"list (it reads variable {nodes[i].name!r} outside every cluster while "
+                    f"Ref Tensors (e.g., Variables) output: {node_names[d]} is not in "
+                    f"white list (it reads variable {node_names[i]!r} outside every cluster while "
                     "variable_placement is Device; set variable_placement=Host or let it go to "
-                    "the device)", code="InvalidArgument", node=nodes[d].name)
+                    "the device)", code="InvalidArgument", node=node_names[d])
             if target != home:
                 targets = copies.setdefault(i, [])
                 if target not in targets:
@@ -522,7 +522,7 @@ def _loop_exit_edges(view):
     ops = view.ops
     extra = {}
     for f, nodes in members.items():
-        enters = [i for i in nodes if ops[i] in _rules.ENTER_OPS and frame_of[i] == f]
+        enters = tuple(i for i in nodes if ops[i] in _rules.ENTER_OPS and frame_of[i] == f)
         for i in nodes:
             if ops[i] in _rules.EXIT_OPS:
                 extra[i] = enters
@@ -663,7 +663,9 @@ class ClusterPass(PassBase):
                 not ctx.backend.keeps_state_on_host:
             copies = variable_copies(view, names)
         outside = outside_members(view, names, ctx.backend, groups) if names else {}
-        out_nodes = list(out.node)  # a plain list: indexing the repeated field costs more
+        # Indexed in the repeated field (O(1)) rather than listed: a list would hold a tracked
+        # Python object per node through the collections the rewrite triggers.
+        out_nodes = out.node
         if stale:  # a stale earlier clustering
             for node in out_nodes:
                 for key in (CLUSTER_ATTR, EXECUTES_ATTR, COPIED_INTO_ATTR):
@@ -684,7 +686,7 @@ class ClusterPass(PassBase):
         # Without a stale clustering, the output differs from the input exactly when a node
         # joined a cluster (no node had the attr) or a placement annotation changed: known
         # here without comparing two whole graphs.
-        host = _HostAnnotations(view.nodes, out_nodes)
+        host = _HostAnnotations(graph_def.node, out_nodes)
         for i, reason in dropped.items():
             host.set(i, reason)
         for i, was in enumerate(initially_candidate):
@@ -701,8 +703,8 @@ class ClusterPass(PassBase):
 
     @staticmethod
     def _release_orphan_consts(view, candidate, reasons):
-        for i, node in enumerate(view.nodes):
-            if candidate[i] and node.op in _rules.CONST_OPS and \
+        for i, op in enumerate(view.ops):
+            if candidate[i] and op in _rules.CONST_OPS and \
                     not any(candidate[d] for d in view.successors(i)):
                 candidate[i] = False
                 reasons[i] = "const_without_device_consumer"

@@ -105,7 +105,7 @@ class InOutPairPass(PassBase):
         flag = bool(config.in_out_pair_flag)
         oracle = _rules.SupportOracle(view, ctx.op_support, ctx.backend,
                                       mix_compile_mode=True)
-        n = len(view.nodes)
+        n = len(view)
         candidate = [False] * n
         reasons = {}
         for i in range(n):
@@ -120,8 +120,8 @@ class InOutPairPass(PassBase):
                 elif reason in _BACKEND_REASONS:
                     reasons[i] = reason
                 else:
-                    raise RewriteError(f"{view.nodes[i].name} is not supported npu node.",
-                                       code="Internal", node=view.nodes[i].name)
+                    raise RewriteError(f"{view.names[i]} is not supported npu node.",
+                                       code="Internal", node=view.names[i])
             elif in_region:
                 reasons[i] = "in_out_pair_region"
             elif ok:

@@ -85,12 +85,12 @@ def _whole_graph_plans(view, config, geops):
         # A fed tensor that is not a Placeholder's output stands as a new placeholder in the
         # client graph (see npu_adapter.graph.extract): find it by the tensor it stands for.
         stand_ins = {}
-        for node in view.nodes:
+        for node in view.graph_def.node:
             fed = node.attr.get(FED_TENSOR_ATTR)
             if fed is not None:
                 stand_ins[fed.s.decode()] = node.name
         clustered = {n.name: n.op for i in geops
-                     for n in view.functions[view.nodes[i].attr["function"].func.name].node_def}
+                     for n in view.functions[view.node_at(i).attr["function"].func.name].node_def}
         for name, _ in trio.inputs:
             name = stand_ins.get(f"{name}:0", name)
             i = view.index.get(name)
@@ -112,7 +112,7 @@ def _whole_graph_plans(view, config, geops):
             return []  # a run that reads no dataset (rewrite() checks the user's graph has one)
         if len(getnext) != 1:
             raise wrong_getnext_count(len(getnext))
-        node = view.nodes[getnext[0]]
+        node = view.node_at(getnext[0])
         outputs = len(node.attr["output_types"].list.type)
         if outputs != len(trio.inputs):
             raise RewriteError(
@@ -124,7 +124,7 @@ def _whole_graph_plans(view, config, geops):
     _check_static_shapes(view, full, trio.node_type)
     plans = []
     for i in geops:
-        inputs = [s.decode() for s in view.nodes[i].attr[CLUSTER_INPUTS_ATTR].list.s]
+        inputs = [s.decode() for s in view.node_at(i).attr[CLUSTER_INPUTS_ATTR].list.s]
         picked = [(t, inputs.index(tensor)) for t, tensor in enumerate(tensors) if tensor in inputs]
         if not picked:
             continue
@@ -139,7 +139,7 @@ def _whole_graph_plans(view, config, geops):
 def _static_dims(view, tensor, node_type):
     """Known dims of a whole-graph gear input (-1 for unknown), or None if its rank is unknown."""
     node_name, _, port = tensor.rpartition(":")
-    node = view.nodes[view.index[node_name]]
+    node = view.node(node_name)
     if node_type == 1:
         shape = node.attr["shape"].shape if "shape" in node.attr else None
     else:
@@ -190,9 +190,10 @@ def _check_static_shapes(view, table, node_type):
 def _subgraph_plans(view, geops):
     plans = []
     for i in geops:
-        fdef = view.functions[view.nodes[i].attr["function"].func.name]
+        node = view.node_at(i)
+        fdef = view.functions[node.attr["function"].func.name]
         arg_index = {a.name: k for k, a in enumerate(fdef.signature.input_arg)}
-        inputs = [s.decode() for s in view.nodes[i].attr[CLUSTER_INPUTS_ATTR].list.s]
+        inputs = [s.decode() for s in node.attr[CLUSTER_INPUTS_ATTR].list.s]
         names, patterns, arg_indexes, gear_sets = [], [], [], []
         for body in fdef.node_def:
             if SUBGRAPH_MULTI_DIMS_SHAPE_ATTR not in body.attr:
@@ -359,7 +360,7 @@ class InsertGearsPass(PassBase):
             return PassResult(graph_def, False, {"clusters": 0})
         functions = view.functions
         has_scopes = any(SUBGRAPH_MULTI_DIMS_SHAPE_ATTR in body.attr for i in geops
-                         for body in functions[view.nodes[i].attr["function"].func.name].node_def)
+                         for body in functions[view.node_at(i).attr["function"].func.name].node_def)
         if config.dims_trio() is None and not has_scopes:
             return PassResult(graph_def, False, {"clusters": 0})
         if config.dims_trio() is not None:

@@ -54,7 +54,7 @@ def _unsupported_resource(view, i):
     """Mix-mode rule: the first resource input must come from a VarHandleOp, and only a
     VarHandleOp may output a resource."""
     ops = view.ops
-    if ops[i] not in view.functions and not may_have_dtype(view.nodes[i], _RESOURCE_TYPES):
+    if ops[i] not in view.functions and not may_have_dtype(view.node_at(i), _RESOURCE_TYPES):
         return False  # most ops: their attrs rule a resource out without expanding the types
     in_types = view.input_types(i) or ()
     for slot, t in enumerate(in_types):
@@ -71,7 +71,7 @@ def _unsupported_resource(view, i):
 
 def _dp_candidate(view, i):
     """enable_dp special case: an Iterator(V2) → IteratorGetNext pair, and AdpGetNext."""
-    node = view.nodes[i]
+    node = view.node_at(i)
     if node.op == "AdpGetNext":
         return True
     if node.op == "IteratorGetNext":
@@ -89,7 +89,7 @@ def compute_candidates(view, ctx):
     unsupported functions (they neither become candidates nor infect their neighbours).
     """
     config = ctx.config
-    n = len(view.nodes)
+    n = len(view)
     candidate = [False] * n
     reasons = {}
     skipped = set()

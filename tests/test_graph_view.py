@@ -128,9 +128,9 @@ def test_index_and_lookups():
 
 def test_inputs_are_parsed_once_into_indices():
     view = GraphView(_diamond())
-    assert view.data_inputs[4] == [(1, 0), (2, 0)]
-    assert view.control_inputs[4] == [3]
-    assert view.data_inputs[5] == [(4, 0), (4, 0)]
+    assert view.data_inputs[4] == ((1, 0), (2, 0))
+    assert view.control_inputs[4] == (3,)
+    assert view.data_inputs[5] == ((4, 0), (4, 0))
     assert view.dangling == [] and view.misordered == [] and view.duplicate_names == []
     assert view.parse_node_input("^init") == (3, -1, True)
     assert view.parse_node_input("c:1") == (4, 1, False)
@@ -143,12 +143,12 @@ def test_consumers_outputs_predecessors_successors():
     assert view.consumers("init") == ["c"]
     assert view.consumers("c") == ["d"]  # deduplicated
     assert view.consumers("d") == []
-    assert view.data_outputs[4] == [(5, 0, 0), (5, 1, 0)]
-    assert view.control_outputs[3] == [4]
-    assert view.predecessors(4) == [1, 2, 3]
-    assert view.predecessors(5) == [4]  # two edges from c, listed once
-    assert view.successors(0) == [1, 2]
-    assert view.successors(3) == [4]
+    assert view.data_outputs[4] == ((5, 0, 0), (5, 1, 0))
+    assert view.control_outputs[3] == (4,)
+    assert view.predecessors(4) == (1, 2, 3)
+    assert view.predecessors(5) == (4,)  # two edges from c, listed once
+    assert view.successors(0) == (1, 2)
+    assert view.successors(3) == (4,)
     assert view.ancestors([4]) == [0, 1, 2, 3, 4]
     assert view.ancestors([4], stop=lambda i: i == 1) == [0, 1, 2, 3, 4]  # x via b
     assert view.ancestors([1], stop=lambda i: i == 1) == [1]
@@ -165,9 +165,9 @@ def test_bad_inputs_are_recorded_not_raised():
     assert view.duplicate_names == ["x"]
     assert view.misordered == [2, 3]
     assert view.dangling == [(2, "ghost:2"), (3, "^phantom")]
-    assert view.data_inputs[2] == [(0, 0), (-1, 2)]
-    assert view.control_inputs[3] == [-1]
-    assert view.predecessors(2) == [0]  # dangling producers are left out
+    assert view.data_inputs[2] == ((0, 0), (-1, 2))
+    assert view.control_inputs[3] == (-1,)
+    assert view.predecessors(2) == (0,)  # dangling producers are left out
 
 
 # --------------------------------------------------------------------------- order
@@ -278,8 +278,8 @@ def test_the_edges_are_the_same_whichever_is_read_first(first):
     value = getattr(view, first)
     if callable(value):
         value()
-    assert view.data_inputs == [[], [(0, 0)], [(1, 1)], [(-1, 0)]]
-    assert view.control_inputs == [[], [], [0], [0]]
+    assert view.data_inputs == [(), ((0, 0),), ((1, 1),), ((-1, 0),)]
+    assert view.control_inputs == [(), (), (0,), (0,)]
     assert view.dangling == [(3, "missing")]
     assert view.misordered == [3]
     assert [i for i, _ in view.inputs_past_port_zero()] == [2]

@@ -107,7 +107,7 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
         fed[_check_tensor(view, f, "feed")] = f
 
     # Backward reachability that does not follow fed edges.
-    needed = bytearray(len(view.nodes))
+    needed = bytearray(len(view))
     stack = []
     for f in fetches:
         src, port, _ = parse_input(f)
@@ -149,7 +149,7 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
     feed_map = {}
     new_nodes = []
     for (i, port), tensor in sorted(fed.items()):
-        node = view.nodes[i]
+        node = view.node_at(i)
         if node.op == "Placeholder" and port == 0:
             feed_map[tensor] = tensor
             needed[i] = 1
@@ -176,7 +176,7 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
         new_nodes.append(ph)
 
     kept = [i for i, flag in enumerate(needed) if flag]
-    if not substitutes and len(kept) == len(view.nodes):
+    if not substitutes and len(kept) == len(view):
         # Everything is needed and nothing was substituted: the client graph is the graph.
         return ClientGraph(graph_def, fetches, targets, feed_map, view)
     if not substitutes:

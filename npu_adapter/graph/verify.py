@@ -88,9 +88,9 @@ def verify_graph(graph_def, *, view=None, check_ports=True, check_op_registry=Fa
 
     library = view.functions
     # Only nodes whose op can carry a func-valued attr are read (by op type, from the index).
-    nodes = view.nodes
     calling = {op for op in view.op_types() if may_reference_functions(op)}
-    callers = [nodes[i] for i, op in enumerate(view.ops) if op in calling] if calling else []
+    callers = [view.node_at(i) for i, op in enumerate(view.ops) if op in calling] \
+        if calling else []
     for node_name, attr_name, fname in _referenced_functions(callers):
         if fname not in library and op_def_for(fname) is None:
             found.append(Violation(

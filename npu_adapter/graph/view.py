@@ -4,12 +4,13 @@ Passes never edit a GraphDef in place (docs/architecture.md, "The pass contract"
 its input through a GraphView (name index, producers, consumers, edge dtypes, topological order)
 and writes a new GraphDef. Building the index is linear in nodes + edges and cheap enough for
 100k-node graphs (the ``scaling`` section of ``python -m bench`` measures it): node inputs are
-parsed into plain integer lists when an edge is first asked for (a reader of names, op types and
-attributes never pays for them), and consumer lists only when asked for.
+parsed into tuples of integers when an edge is first asked for (a reader of names, op types and
+attributes never pays for them), and consumer tuples only when asked for.
 """
 
 import collections
 import heapq
+import itertools
 
 from npu_adapter.graph import types as _types
 from npu_adapter.graph.names import parse_input
@@ -30,18 +31,47 @@ def _in_producer_order(predecessors, back):
                for dst, preds in enumerate(predecessors))
 
 
+def _group_by_source(n, sources, entries):
+    """Per node ``0..n-1``, the tuple of ``entries[k]`` whose ``sources[k]`` is that node, in
+    their order (``()`` for none)."""
+    table = [()] * n
+    order = sorted(range(len(sources)), key=sources.__getitem__)  # stable
+    for src, group in itertools.groupby(order, key=sources.__getitem__):
+        table[src] = tuple(map(entries.__getitem__, group))
+    return table
+
+
+def _adjacency(data, control):
+    """Per node, the tuple of the first elements of its ``data`` entries followed by its
+    ``control`` entries, without duplicates or -1 (dangling), first occurrences first."""
+    table = []
+    append = table.append
+    for edges, second in zip(data, control):
+        if not second and len(edges) <= 1:
+            # The common case: at most one neighbour.
+            append(() if not edges or edges[0][0] < 0 else (edges[0][0],))
+            continue
+        found = dict.fromkeys([edge[0] for edge in edges])
+        found.update(dict.fromkeys(second))
+        found.pop(-1, None)
+        append(tuple(found))
+    return table
+
+
 class GraphView:
     """Index of a GraphDef's nodes and edges.
 
     Attributes:
         graph_def: the GraphDef the view was built from (treat as read-only).
-        nodes: list of NodeDefs, in GraphDef order; a node is referred to by its index here.
+        nodes: list of NodeDefs, in GraphDef order, made when first read (see the property);
+            a node is referred to by its index here.
         names: list of node names, in GraphDef order (a plain list: cheaper than NodeDef reads).
         ops: list of op types, in GraphDef order.
         index: dict node name → index (first occurrence when names are duplicated).
-        data_inputs: per node, a list of ``(src_index, src_port)`` per data input slot;
+        data_inputs: per node, a tuple of ``(src_index, src_port)`` per data input slot;
             ``src_index`` is -1 when the producer does not exist (a dangling input).
-        control_inputs: per node, a list of producer indices of its control inputs (-1: dangling).
+        control_inputs: per node, a tuple of producer indices of its control inputs (-1:
+            dangling).
         dangling: list of ``(node_index, input_string)`` for inputs naming a missing node.
         misordered: sorted indices of the nodes listing a data input after a control input
             (invalid; reported by ``verify_graph``).
@@ -49,11 +79,15 @@ class GraphView:
         functions: dict function name → FunctionDef of the library.
 
     The four edge attributes are parsed from the node inputs when one of them is first read.
+    The per-node entries of the edge tables (inputs, outputs, predecessors, successors) are
+    tuples of ints, the empty ones all the same ``()``: the garbage collector stops tracking
+    such tuples, so an index of 100k nodes does not add a few hundred thousand containers to
+    every full collection of the process while a rewrite runs.
     """
 
     __slots__ = (
         "graph_def",
-        "nodes",
+        "_nodes",
         "names",
         "ops",
         "index",
@@ -72,13 +106,16 @@ class GraphView:
 
     def __init__(self, graph_def):
         self.graph_def = graph_def
-        nodes = list(graph_def.node)
-        self.nodes = nodes
+        self._nodes = None  # (see the nodes property)
         # Names and op types as plain lists: reading NodeDef fields from Python is slow, and the
         # passes ask for them in their inner loops.
-        names = [node.name for node in nodes]
+        names = []
+        ops = []
+        for node in graph_def.node:
+            names.append(node.name)
+            ops.append(node.op)
         self.names = names
-        self.ops = [node.op for node in nodes]
+        self.ops = ops
         index = dict(zip(names, range(len(names))))
         duplicates = set()
         if len(index) != len(names):
@@ -112,7 +149,7 @@ class GraphView:
         misordered = []
         ported = []  # nodes with an input "name:<port>" (port 0 written out included)
         get = self.index.get
-        for i, node in enumerate(self.nodes):
+        for i, node in enumerate(self.graph_def.node):
             data = []
             ctrl = None
             for text in node.input:
@@ -143,13 +180,32 @@ class GraphView:
                         data.append((src, 0))
                 if src < 0:
                     dangling.append((i, text))
-            data_inputs.append(data)
-            control_inputs.append(ctrl if ctrl is not None else [])
+            data_inputs.append(tuple(data) if data else ())
+            control_inputs.append(tuple(ctrl) if ctrl is not None else ())
         self._data_inputs = data_inputs
         self._control_inputs = control_inputs
         self._dangling = dangling
         self._misordered = sorted(set(misordered))
         self.cache.setdefault("ported", ported)
+
+    @property
+    def nodes(self):
+        """The NodeDefs, in GraphDef order (a list, made when first read).
+
+        Each NodeDef read from Python is an object the garbage collector tracks: a list of them
+        for a 100k-node graph lives through the collections a rewrite triggers and makes each
+        full collection longer. So the list is made only for a reader of many nodes; the index
+        itself, the dtypes and :meth:`node_at` read single nodes from the GraphDef.
+        """
+        nodes = self._nodes
+        if nodes is None:
+            nodes = self._nodes = list(self.graph_def.node)
+        return nodes
+
+    def node_at(self, i):
+        """The NodeDef of node ``i`` (without making the :attr:`nodes` list)."""
+        nodes = self._nodes
+        return nodes[i] if nodes is not None else self.graph_def.node[i]
 
     @property
     def data_inputs(self):
@@ -186,14 +242,14 @@ class GraphView:
         annotations, such as the placement and the cluster name; the data of Consts set aside
         by ``strip_payloads``).
 
-        Shares every index structure and cache, so it costs one list of the NodeDefs: a pass
-        that only annotates its input hands the next pass its index this way
+        Shares every index structure and cache, so it costs next to nothing: a pass that only
+        annotates its input hands the next pass its index this way
         (``PassResult.view``; ``VerifyInstrument`` checks the structure is the same)."""
         if self._data_inputs is None:
             self._parse_inputs()  # (once, for both views)
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
-        other.nodes = list(graph_def.node)
+        other._nodes = None
         for slot in ("names", "ops", "index", "_data_inputs", "_control_inputs", "_dangling",
                      "_misordered", "duplicate_names", "_data_outputs", "_control_outputs",
                      "_out_types", "_in_types", "cache"):
@@ -213,7 +269,7 @@ class GraphView:
             new_of[old] = new
         other = GraphView.__new__(GraphView)
         other.graph_def = graph_def
-        other.nodes = list(graph_def.node)
+        other._nodes = None
         names = self.names
         other.names = [names[old] for old in kept]
         other.ops = [self.ops[old] for old in kept]
@@ -226,13 +282,13 @@ class GraphView:
         else:
             other.index = dict(zip(other.names, range(len(kept))))
             other.duplicate_names = []
-        # Input lists without an entry (a quarter of a model's nodes are Consts; most nodes
-        # have no control input) are shared rather than rebuilt: views never edit them.
+        # Empty input tuples (a quarter of a model's nodes are Consts; most nodes have no
+        # control input) are shared rather than rebuilt.
         data_inputs = self.data_inputs
-        other._data_inputs = [[(new_of[src], port) for src, port in inputs] if inputs
+        other._data_inputs = [tuple([(new_of[src], port) for src, port in inputs]) if inputs
                               else inputs for inputs in [data_inputs[old] for old in kept]]
         control_inputs = self.control_inputs
-        other._control_inputs = [[new_of[src] for src in inputs] if inputs else inputs
+        other._control_inputs = [tuple([new_of[src] for src in inputs]) if inputs else inputs
                                  for inputs in [control_inputs[old] for old in kept]]
         other._dangling = [(new_of[i], text) for i, text in self.dangling if new_of[i] >= 0]
         other._misordered = [new_of[i] for i in self.misordered if new_of[i] >= 0]
@@ -248,7 +304,7 @@ class GraphView:
         if table is not None:
             # Renumber the shared adjacency instead of rebuilding it (order is preserved).
             other.cache["predecessors"] = [
-                [new_of[p] for p in preds if new_of[p] >= 0] if preds else preds
+                tuple([new_of[p] for p in preds if new_of[p] >= 0]) if preds else preds
                 for preds in [table[old] for old in kept]]
         key = ("topological_order", True)
         if key in self.cache:
@@ -294,7 +350,8 @@ class GraphView:
         (:func:`~npu_adapter.graph.types.tensor_bytes`; cached, read-only)."""
         sizes = self.cache.get("const_bytes")
         if sizes is None:
-            sizes = self.cache["const_bytes"] = _types.const_sizes(self.nodes, self.ops)
+            sizes = self.cache["const_bytes"] = _types.const_sizes(self.graph_def.node,
+                                                                        self.ops)
         return sizes
 
     def __contains__(self, name):
@@ -302,7 +359,7 @@ class GraphView:
 
     def node(self, name):
         """The NodeDef called ``name`` (KeyError if absent)."""
-        return self.nodes[self.index[name]]
+        return self.node_at(self.index[name])
 
     def name(self, i):
         """Name of node ``i``."""
@@ -314,30 +371,36 @@ class GraphView:
 
     # ----------------------------------------------------------------------------- consumers
     def _build_outputs(self):
-        n = len(self.nodes)
-        data_out = [[] for _ in range(n)]
-        ctrl_out = [[] for _ in range(n)]
+        n = len(self.ops)
+        # The edges grouped by producer (a stable sort keeps them in consumer order), one tuple
+        # per producer: no list per node is built on the way.
+        sources = []
+        entries = []
         for dst, inputs in enumerate(self.data_inputs):
             for slot, (src, port) in enumerate(inputs):
                 if src >= 0:
-                    data_out[src].append((dst, slot, port))
+                    sources.append(src)
+                    entries.append((dst, slot, port))
+        self._data_outputs = _group_by_source(n, sources, entries)
+        sources = []
+        entries = []
         for dst, inputs in enumerate(self.control_inputs):
             for src in inputs:
                 if src >= 0:
-                    ctrl_out[src].append(dst)
-        self._data_outputs = data_out
-        self._control_outputs = ctrl_out
+                    sources.append(src)
+                    entries.append(dst)
+        self._control_outputs = _group_by_source(n, sources, entries)
 
     @property
     def data_outputs(self):
-        """Per node, a list of ``(dst_index, dst_slot, src_port)`` of its data consumers."""
+        """Per node, a tuple of ``(dst_index, dst_slot, src_port)`` of its data consumers."""
         if self._data_outputs is None:
             self._build_outputs()
         return self._data_outputs
 
     @property
     def control_outputs(self):
-        """Per node, a list of indices of nodes that have a control input on it."""
+        """Per node, a tuple of indices of nodes that have a control input on it."""
         if self._control_outputs is None:
             self._build_outputs()
         return self._control_outputs
@@ -345,15 +408,14 @@ class GraphView:
     def consumers(self, name):
         """Sorted names of the nodes that consume ``name`` through a data or control edge."""
         i = self.index[name]
-        found = {self.nodes[d].name for d, _, _ in self.data_outputs[i]}
-        found.update(self.nodes[d].name for d in self.control_outputs[i])
+        names = self.names
+        found = {names[d] for d, _, _ in self.data_outputs[i]}
+        found.update(names[d] for d in self.control_outputs[i])
         return sorted(found)
 
     def predecessors(self, i):
-        """Indices of the producers of node ``i`` (data and control), without duplicates.
-
-        The returned list is shared: do not modify it.
-        """
+        """Indices of the producers of node ``i`` (data and control), without duplicates (a
+        tuple)."""
         return self.predecessor_table()[i]
 
     def predecessor_table(self):
@@ -361,48 +423,32 @@ class GraphView:
         for loops over every node, which need not pay a method call per node)."""
         table = self.cache.get("predecessors")
         if table is None:
-            table = self.cache["predecessors"] = self._adjacency(
-                [[src for src, _ in data] for data in self.data_inputs], self.control_inputs)
+            table = self.cache["predecessors"] = _adjacency(self.data_inputs,
+                                                            self.control_inputs)
         return table
 
     def successors(self, i):
-        """Indices of the consumers of node ``i`` (data and control), without duplicates.
-
-        The returned list is shared: do not modify it.
-        """
+        """Indices of the consumers of node ``i`` (data and control), without duplicates (a
+        tuple)."""
         table = self.cache.get("successors")
         if table is None:
-            table = self.cache["successors"] = self._adjacency(
-                [[dst for dst, _, _ in out] for out in self.data_outputs], self.control_outputs)
+            table = self.cache["successors"] = _adjacency(self.data_outputs,
+                                                          self.control_outputs)
         return table[i]
-
-    @staticmethod
-    def _adjacency(data, control):
-        table = []
-        for first, second in zip(data, control):
-            if not second and len(first) <= 1:
-                # The common case: at most one neighbour.
-                table.append(first if not first or first[0] >= 0 else [])
-                continue
-            found = dict.fromkeys(first)
-            found.update(dict.fromkeys(second))
-            found.pop(-1, None)  # dangling inputs (first occurrences keep their order)
-            table.append(list(found))
-        return table
 
     # ----------------------------------------------------------------------------- dtypes
     def output_types(self, i):
         """Output dtypes of node ``i`` (list) or None when unknown; cached."""
         cache = self._out_types
         if i not in cache:
-            cache[i] = _types.node_output_types(self.nodes[i], self.functions)
+            cache[i] = _types.node_output_types(self.node_at(i), self.functions)
         return cache[i]
 
     def input_types(self, i):
         """Data-input dtypes of node ``i`` (list) or None when unknown; cached."""
         cache = self._in_types
         if i not in cache:
-            cache[i] = _types.node_input_types(self.nodes[i], self.functions)
+            cache[i] = _types.node_input_types(self.node_at(i), self.functions)
         return cache[i]
 
     def edge_type(self, dst, slot):
@@ -523,7 +569,7 @@ class GraphView:
                     st = state.get(nxt)
                     if st == 1:
                         cycle = path[path.index(nxt):] + [nxt]
-                        return [self.nodes[k].name for k in cycle]
+                        return [self.names[k] for k in cycle]
                     if st is None:
                         state[nxt] = 1
                         path.append(nxt)

@@ -27,7 +27,7 @@ GRAPH_INPUT_OPS = ("Placeholder", "PlaceholderWithDefault")
 def not_a_graph_input(view, name):
     """The error for ``input_shape`` naming ``name``, which is no graph input of ``view``'s
     graph (``dynamic_node_type=1``); it lists the graph's inputs."""
-    placeholders = sorted(view.nodes[j].name for j, op in enumerate(view.ops)
+    placeholders = sorted(view.names[j] for j, op in enumerate(view.ops)
                           if op in GRAPH_INPUT_OPS)
     return RewriteError(
         f"input_shape names {name!r}, which is not a Placeholder of the graph "

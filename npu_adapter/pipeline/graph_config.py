@@ -23,6 +23,7 @@ from npu_adapter.vocabulary import (
     GRAPH_DYNAMIC_MODE_ATTR,
     NO_NEED_OPTIMIZE_ATTR,
     NPU_OPTIMIZER_ATTR,
+    WITHOUT_NPU_COMPILE_ATTR,
 )
 
 __all__ = ["GraphConfig", "NodeSettings", "read_graph_config", "gate_reason", "node_settings"]
@@ -96,7 +97,7 @@ class GraphConfig:
 
 class NodeSettings(collections.namedtuple("NodeSettings", [
         "gate", "getnext_count", "restore", "data_format", "dynamic_node", "missing_mode_node",
-        "one_shot_node"])):
+        "one_shot_node", "without_npu_compile"])):
     """What the node attributes of a graph say, whatever the options (node indices or None).
 
     Attributes:
@@ -108,6 +109,8 @@ class NodeSettings(collections.namedtuple("NodeSettings", [
         dynamic_node: the last node carrying set_graph_exec_config's pair of attributes.
         missing_mode_node: the first node with ``_graph_dynamic_input`` but no mode.
         one_shot_node: the first ``OneShotIterator``.
+        without_npu_compile: whether a node carries ``_without_npu_compile`` (the candidate
+            rules then read that node, not only its op type).
     """
 
     __slots__ = ()
@@ -124,7 +127,9 @@ def node_settings(view):
     restore = False
     data_format = ""
     dynamic_node = missing_mode_node = one_shot_node = None
-    for i, (node, op) in enumerate(zip(view.nodes, view.ops)):
+    without_npu_compile = False
+    # (From the GraphDef, not the view's list of NodeDefs, which this walk need not make.)
+    for i, (node, op) in enumerate(zip(view.graph_def.node, view.ops)):
         attrs = node.attr
         if gate is None:
             gate = _node_gate(attrs)
@@ -134,6 +139,8 @@ def node_settings(view):
             restore = True
         elif op == "OneShotIterator" and one_shot_node is None:
             one_shot_node = i
+        if not without_npu_compile and WITHOUT_NPU_COMPILE_ATTR in attrs:
+            without_npu_compile = True
         if not data_format and "data_format" in attrs:
             data_format = attrs["data_format"].s.decode()
         if GRAPH_DYNAMIC_INPUT_ATTR in attrs:
@@ -144,7 +151,7 @@ def node_settings(view):
                 dynamic_node = i  # the last one wins, as in the original's GetGraphConfig loop
     found = view.cache["node_settings"] = NodeSettings(
         gate, getnext_count, restore, data_format, dynamic_node, missing_mode_node,
-        one_shot_node)
+        one_shot_node, without_npu_compile)
     return found
 
 
@@ -245,7 +252,7 @@ def read_graph_config(view, config):
     getnext_count = settings.getnext_count
     restore = settings.restore
     data_format = settings.data_format
-    graph_dynamic = view.nodes[settings.dynamic_node] if settings.dynamic_node is not None \
+    graph_dynamic = view.node_at(settings.dynamic_node) if settings.dynamic_node is not None \
         else None
     enable_dp = bool(getattr(config, "enable_data_pre_proc", False)) and getnext_count > 0
     train_graph = None

@@ -21,7 +21,8 @@ __all__ = ["PassManager", "PipelineResult"]
 class PipelineResult(collections.namedtuple(
         "PipelineResult", ["graph_def", "modified", "results"])):
     """Outcome of a pipeline: final GraphDef, whether any pass changed it, and per-pass results
-    as a list of ``(pass name, PassResult)`` (skipped passes are absent)."""
+    as a list of ``(pass name, PassResult)`` (skipped passes are absent). The results keep no
+    ``view``: the index a pass hands on goes to the next pass only."""
 
     __slots__ = ()
 
@@ -104,8 +105,10 @@ class PassManager:
                             exc.add_note(f"(in pass {pass_.name!r}, after passes {previous})")
                         raise
                     raise PassError(pass_.name, previous, exc) from exc
-                results.append((pass_.name, result))
                 current, view = result.graph_def, result.view
+                # Kept without the index: only the next pass reads it, and an index holds one
+                # Python object per node of its graph.
+                results.append((pass_.name, result._replace(view=None)))
             ok = True
         finally:
             for inst in entered:
