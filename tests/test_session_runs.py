@@ -193,7 +193,8 @@ def test_partial_run_misuse_gets_tensorflows_errors():
             handle = sess.partial_run_setup([c, d], [a, b])
             misuses = [("not specified in partial_run_setup", handle, e, {a: 1.0}),
                        ("feed", handle, c, {"e:0": 1.0}),
-                       ("", "no such handle", c, {a: 1.0})]
+                       ("Must run 'setup' before performing partial runs", "no such handle",
+                        c, {a: 1.0})]
             for message, run_handle, fetch, feeds in misuses:
                 with pytest.raises(tf.errors.InvalidArgumentError, match=message):
                     sess.partial_run(run_handle, fetch, feeds)

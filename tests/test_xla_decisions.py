@@ -348,11 +348,19 @@ def test_a_failed_build_keeps_the_cluster_on_tensorflows_kernels_and_says_why(tm
     forget_decisions()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _, runtime2, program2 = prepared(graph_def, {"graph_compiler_cache_dir": str(cache)})
+        result2, runtime2, program2 = prepared(graph_def,
+                                               {"graph_compiler_cache_dir": str(cache)})
     again = FakeReplay()
     selections = run_program(program2, lambda name: 0.5, runs=3, replay=again)
     assert again.variants == [] and [s.timed for s in selections] == [False] * 3
     assert runtime2.stats().clusters[first].reason == why
+    # The report says the compile failed, not a measured ratio.
+    report = placement_report(result2, graph_def, backend="xla", fetches=["out:0"],
+                              feeds=["x:0"])
+    (decision,) = {c["name"]: c["compile"] for c in report["clusters"]}[first]["decisions"]
+    assert decision["runs_on"] == "tensorflow" and decision["why"] == why
+    assert decision["failure"].startswith("Input 1 to node `Reshape`")
+    assert "TensorFlow&#x27;s kernels (compile failed)" in render_report_html(report)
 
 
 def test_remembered_decisions_build_their_executables_in_the_background():

@@ -1,8 +1,10 @@
 """``instrument_for_dump``: make the cluster functions report every dumped op's tensors.
 
 The rewritten graph is plain TensorFlow: each cluster is a call of a FunctionDef ``GeOp<N>_<k>``
-(with gears, a dispatcher calling one copy ``GeOp<N>_<k>_gear_<g>`` per gear). This pass adds, to
-each cluster body (to each gear copy when there are gears):
+(with gears, a dispatcher calling the gear copies ``GeOp<N>_<k>_gear_<g>`` through a ``Case``; on
+the CPU reference that ``Case`` has one branch, ``GeOp<N>_<k>_gear_0`` with its shapes unpinned,
+the body every gear runs). This pass adds, to each cluster body (to each gear copy the
+dispatcher calls when there are gears):
 
 * one ``PyFunc`` that counts the executions of the cluster and returns the iteration number;
 * per dumped op, one stateful ``PyFunc`` taking that number and the op's inputs and/or outputs,
@@ -323,8 +325,9 @@ def _warn_host_layer_ops(graph_def, layer):
 
 
 def _make_dispatch_stateful(dispatcher):
-    """The gear dispatcher calls the gear copies through a Case; with reporting ops inside the
-    copies the calls have side effects, so they must be the stateful variants."""
+    """The gear dispatcher calls the gear copies (on the CPU reference, the one body) through a
+    Case; with reporting ops inside the copies the calls have side effects, so they must be the
+    stateful variants."""
     dispatcher.signature.is_stateful = True
     for node in dispatcher.node_def:
         if node.op == "StatelessCase":

@@ -261,8 +261,9 @@ def _backend_cell(record):
     for d in decisions:
         where = "XLA" if d["runs_on"] == "xla" else "TensorFlow's kernels"
         label = f'{d["executable"]}: ' if len(decisions) > 1 else ""
+        measured = "compile failed" if d.get("failure") else f'{d["ratio"]:.2f}×'
         parts.append(f'<span title="{_e(d["why"])}">{_e(label)}{_e(where)} '
-                     f'({d["ratio"]:.2f}×)</span>')
+                     f'({_e(measured)})</span>')
     return "; ".join(parts)
 
 

@@ -25,7 +25,7 @@ graph the rewrite received into a dict (written as ``placement.json`` by ``dump_
                     "compile": {"status", "reason", "detail",          # xla backend only
                                 "decisions": [{"executable", "runs_on", "why",
                                                "compiled_ms", "tensorflow_ms", "ratio",
-                                               "pairs"}]}}, ...],
+                                               "pairs", "failure"}]}}, ...],
       "nodes": {name: {"op", "device", "cluster", "reason", "executes",
                        "cause"}, ...},                    # graph order; cause: host nodes
       "reasons": {code: description}                                  # codes used above
@@ -207,7 +207,8 @@ def _cluster_records(result, graph_def, with_shapes, decisions):
                 records[-1]["compile"]["decisions"] = [
                     {"executable": label, "runs_on": "xla" if d.compiled else "tensorflow",
                      "why": d.why, "compiled_ms": d.compiled_ms,
-                     "tensorflow_ms": d.tensorflow_ms, "ratio": d.ratio, "pairs": d.pairs}
+                     "tensorflow_ms": d.tensorflow_ms, "ratio": d.ratio, "pairs": d.pairs,
+                     "failure": d.failure}
                     for label, d in decisions[main.name].items()]
     return records
 
