@@ -36,6 +36,7 @@ __all__ = [
     "may_have_dtype",
     "rules_out_dtypes",
     "has_ref_inputs",
+    "first_state_changing_op",
 ]
 
 REF_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100 in types.proto
@@ -221,6 +222,30 @@ def has_ref_inputs(op_type):
     True for an unknown op. Only such an input makes an edge a ref edge."""
     plan = _arg_plan(op_type, False)
     return plan is None or any(is_ref for *_, is_ref in plan)
+
+
+def first_state_changing_op(op_types, function_names=(), called=(), *, harmless,
+                            ref_writes=False):
+    """The first of ``op_types`` (sorted) whose run may change or show state kept from run to
+    run (TensorFlow registers it stateful), or None.
+
+    ``harmless``: types registered stateful that the caller knows change nothing it cares
+    about. A type that names a function (``function_names``) is a call, judged by its body; a
+    type TensorFlow does not know, or a call of a function whose body was not scanned
+    (``called`` outside ``function_names``), counts as changing state: nothing is known about
+    it. With ``ref_writes``, an op with a ref input counts too (``Assign``, ``ApplyMomentum``
+    write through it without being registered stateful)."""
+    unknown = sorted(set(called) - set(function_names))
+    if unknown:
+        return unknown[0]
+    for op_type in sorted(op_types):
+        if op_type in harmless or op_type in function_names:
+            continue
+        op_def = op_def_for(op_type)
+        if op_def is None or op_def.is_stateful or (
+                ref_writes and any(arg.is_ref for arg in op_def.input_arg)):
+            return op_type
+    return None
 
 
 def may_have_dtype(node, dtypes_):

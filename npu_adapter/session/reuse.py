@@ -26,7 +26,7 @@ import contextlib
 import threading
 import weakref
 
-from npu_adapter.graph.types import op_def_for
+from npu_adapter.graph.types import first_state_changing_op
 
 __all__ = ["SessionPool", "stateful_op_type"]
 
@@ -39,21 +39,11 @@ _NO_STATE_ACROSS_RUNS = frozenset({
 
 
 def stateful_op_type(op_types, function_names=(), called=()):
-    """The first of ``op_types`` (sorted) that keeps state across runs, or None.
-
-    A type that names a function (``function_names``) is a call, judged by its body; a type
-    TensorFlow does not know, or a call of a function whose body was not scanned (``called``
-    outside ``function_names``), counts as stateful: nothing is known about it."""
-    unknown = sorted(set(called) - set(function_names))
-    if unknown:
-        return unknown[0]
-    for op_type in sorted(op_types):
-        if op_type in _NO_STATE_ACROSS_RUNS or op_type in function_names:
-            continue
-        op_def = op_def_for(op_type)
-        if op_def is None or op_def.is_stateful:
-            return op_type
-    return None
+    """The first of ``op_types`` (sorted) that keeps state across runs, or None (see
+    :func:`~npu_adapter.graph.types.first_state_changing_op`: a call is judged by its body, an
+    unknown type or an unscanned call counts as stateful)."""
+    return first_state_changing_op(op_types, function_names, called,
+                                   harmless=_NO_STATE_ACROSS_RUNS)
 
 
 def _close_all(idle):

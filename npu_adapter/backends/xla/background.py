@@ -26,7 +26,7 @@ by side would only slow each other), and ends with the session.
 import concurrent.futures
 import threading
 
-from npu_adapter.graph.types import called_functions, op_def_for
+from npu_adapter.graph.types import called_functions, first_state_changing_op
 
 __all__ = ["BuildThread", "replay_visible_op"]
 
@@ -55,17 +55,9 @@ def replay_visible_op(graph_def):
         for node in nodes:
             types.add(node.op)
             called.update(called_functions(node))
-    unknown = sorted(called - set(functions))
-    if unknown:
-        return unknown[0]
-    for op_type in sorted(types):
-        if op_type in _INVISIBLE_AGAIN or op_type in functions:
-            continue
-        op_def = op_def_for(op_type)
-        # A ref input is written through (Assign, ApplyMomentum: not registered stateful).
-        if op_def is None or op_def.is_stateful or any(a.is_ref for a in op_def.input_arg):
-            return op_type
-    return None
+    # A ref input is written through (Assign, ApplyMomentum: not registered stateful).
+    return first_state_changing_op(types, functions, called, harmless=_INVISIBLE_AGAIN,
+                                   ref_writes=True)
 
 
 class BuildThread:
