@@ -9,7 +9,6 @@ input, exactly as TensorFlow's ``DirectSession`` replaces feeds by ``_Arg`` node
 
 import collections
 
-from google.protobuf import unknown_fields
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from npu_adapter.errors import GraphError
@@ -74,6 +73,9 @@ def _shape_attr_for(node, port):
 def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=None):
     """Prune ``graph_def`` to what ``fetches`` and ``targets`` need, cutting at ``feeds``.
 
+    A fed ``Placeholder`` stands for itself; when nothing needs it but through its fed output,
+    its control inputs are dropped: TensorFlow does not run them either.
+
     Args:
         graph_def: the full GraphDef.
         fetches: tensor names to fetch (``"node:port"``; ``"node"`` means port 0).
@@ -106,7 +108,27 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
     for f in feeds_n:
         fed[_check_tensor(view, f, "feed")] = f
 
-    # Backward reachability that does not follow fed edges.
+    needed = _needed_nodes(view, fetches, target_ids, fed)
+    feed_map, new_nodes, new_inputs = _stand_ins_for_feeds(view, fed, needed)
+    kept = [i for i, flag in enumerate(needed) if flag]
+    if not new_inputs and not new_nodes and len(kept) == len(view):
+        # Everything is needed and nothing was rewired: the client graph is the graph.
+        return ClientGraph(graph_def, fetches, targets, feed_map, view)
+    out = _copy_kept(graph_def, kept)
+    if not new_inputs and not new_nodes:
+        return ClientGraph(out, fetches, targets, feed_map, view.subset(out, kept))
+    for k, i in enumerate(kept):
+        inputs = new_inputs.get(i)
+        if inputs is not None:
+            del out.node[k].input[:]
+            out.node[k].input.extend(inputs)
+    out.node.extend(new_nodes)
+    return ClientGraph(out, fetches, targets, feed_map, None)
+
+
+def _needed_nodes(view, fetches, target_ids, fed):
+    """Per node of ``view``, 1 when a fetch or a target needs it: backward reachability that
+    does not follow fed edges (``fed`` maps ``(node index, port)`` to the fed tensor)."""
     needed = bytearray(len(view))
     stack = []
     for f in fetches:
@@ -120,16 +142,6 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
             needed[i] = 1
             stack.append(i)
     fed_nodes = {i for i, _ in fed}
-    preds_of = view.cache.get("predecessors")
-    if preds_of is not None and all(port == 0 and view.ops[i] == "Placeholder"
-                                    for i, port in fed):
-        # Every feed is a Placeholder standing for itself (kept below either way, and with no
-        # input to cut): the closure over the producers the index already lists is the same.
-        while stack:
-            for src in preds_of[stack.pop()]:
-                if not needed[src]:
-                    needed[src] = 1
-                    stack.append(src)
     data_inputs = view.data_inputs
     control_inputs = view.control_inputs
     while stack:
@@ -142,17 +154,31 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
             if src >= 0 and not needed[src]:
                 needed[src] = 1
                 stack.append(src)
+    return needed
 
-    # Placeholders that stand for fed tensors (a fed Placeholder:0 stands for itself).
+
+def _stand_ins_for_feeds(view, fed, needed):
+    """What stands for each fed tensor in the client graph: a fed ``Placeholder:0`` for itself
+    (marked in ``needed``; without its control inputs when nothing else needed it), any other
+    fed tensor a new ``Placeholder`` its consumers are rewired to.
+
+    Returns:
+        ``(feed_map, new_nodes, new_inputs)``: fed tensor -> the tensor standing for it; the new
+        placeholders; node index -> its new inputs, for the kept nodes whose inputs change.
+    """
     taken = None  # (the names in use, once a placeholder needs a name)
     substitutes = {}
     feed_map = {}
     new_nodes = []
+    new_inputs = {}
     for (i, port), tensor in sorted(fed.items()):
         node = view.node_at(i)
         if node.op == "Placeholder" and port == 0:
             feed_map[tensor] = tensor
-            needed[i] = 1
+            if not needed[i]:
+                needed[i] = 1
+                if view.control_inputs[i]:
+                    new_inputs[i] = [t for t in node.input if not t.startswith("^")]
             continue
         out_types = view.output_types(i)
         if out_types is None:
@@ -174,72 +200,26 @@ def extract_client_graph(graph_def, fetches=(), targets=(), feeds=(), *, view=No
         substitutes[(i, port)] = ph.name
         feed_map[tensor] = f"{ph.name}:0"
         new_nodes.append(ph)
+    if substitutes:
+        for i, flag in enumerate(needed):
+            if flag and any((src, port) in substitutes for src, port in view.data_inputs[i]):
+                new_inputs[i] = [_rewired(view.index, text, substitutes)
+                                 for text in view.node_at(i).input]
+    return feed_map, new_nodes, new_inputs
 
-    kept = [i for i, flag in enumerate(needed) if flag]
-    if not substitutes and len(kept) == len(view):
-        # Everything is needed and nothing was substituted: the client graph is the graph.
-        return ClientGraph(graph_def, fetches, targets, feed_map, view)
-    if not substitutes:
-        out = _copy_kept(graph_def, kept)
-        return ClientGraph(out, fetches, targets, feed_map, view.subset(out, kept))
-    out = graph_pb2.GraphDef()
-    out.versions.CopyFrom(graph_def.versions)
-    out.library.CopyFrom(graph_def.library)
-    for i in kept:
-        node = view.nodes[i]
-        copy = out.node.add()
-        copy.CopyFrom(node)
-        if substitutes:
-            rewired = False
-            new_inputs = []
-            for text in node.input:
-                name, port, is_control = parse_input(text)
-                sub = None if is_control else substitutes.get((view.index.get(name, -1), port))
-                if sub is not None:
-                    new_inputs.append(format_input(sub, 0))
-                    rewired = True
-                else:
-                    new_inputs.append(text)
-            if rewired:
-                del copy.input[:]
-                copy.input.extend(new_inputs)
-    out.node.extend(new_nodes)
-    return ClientGraph(out, fetches, targets, feed_map, None)
+
+def _rewired(index, text, substitutes):
+    """The input ``text`` of a node, naming the substitute placeholder when it reads a fed
+    tensor."""
+    name, port, is_control = parse_input(text)
+    sub = None if is_control else substitutes.get((index.get(name, -1), port))
+    return text if sub is None else format_input(sub, 0)
 
 
 def _copy_kept(graph_def, kept):
     """A GraphDef with the versions, the library and the nodes ``kept`` (sorted indices) of
-    ``graph_def``, byte-identical to copying those fields one node at a time.
-
-    When most nodes are kept, copying the whole message in one call and deleting the runs of
-    left-out nodes is several times cheaper than a copy per node; each deletion shifts the tail
-    of the node list, so the cost of both ways is estimated and the cheaper one taken."""
-    n = len(graph_def.node)
-    runs = []  # [start, end) of left-out nodes
-    previous = -1
-    for i in kept:
-        if i != previous + 1:
-            runs.append((previous + 1, i))
-        previous = i
-    if previous + 1 < n:
-        runs.append((previous + 1, n))
-    # Rough costs per node copied one by one, per node copied in bulk and per node shifted.
-    per_node = 1000 * len(kept)
-    bulk = 250 * n + sum(n - start for start, _ in runs)
+    ``graph_def``."""
     out = graph_pb2.GraphDef()
-    # A whole copy would also carry fields this TensorFlow does not know (the field copies
-    # below do not): then copy node by node.
-    if bulk < per_node and not len(unknown_fields.UnknownFieldSet(graph_def)):
-        out.CopyFrom(graph_def)
-        for field, _ in out.ListFields():
-            if field.name not in ("node", "versions", "library"):
-                out.ClearField(field.name)
-        # Copying the two fields marks them present even when empty: so does this.
-        out.versions.SetInParent()
-        out.library.SetInParent()
-        for start, end in reversed(runs):
-            del out.node[start:end]
-        return out
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
     nodes = graph_def.node
