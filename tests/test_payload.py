@@ -32,8 +32,7 @@ def _serialized(graph_def):
     return graph_def.SerializeToString(deterministic=True)
 
 
-def test_strip_sets_large_constants_aside_and_restore_puts_them_back(monkeypatch):
-    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
+def test_strip_sets_large_constants_aside_and_restore_puts_them_back():
     gd = _weights_graph()
     before = _serialized(gd)
     light, store = strip_payloads(gd, min_bytes=1024)
@@ -48,31 +47,15 @@ def test_strip_sets_large_constants_aside_and_restore_puts_them_back(monkeypatch
     assert _serialized(store.restore(light)) == before
 
 
-def test_op_types_given_by_the_caller_find_the_same_constants(monkeypatch):
-    """``ops`` (a GraphView's op list) only spares reading the NodeDefs: same light graph."""
-    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
-    gd = _weights_graph()
-    light, store = strip_payloads(gd, min_bytes=1024)
-    given, given_store = strip_payloads(gd, min_bytes=1024, ops=[n.op for n in gd.node])
-    assert _serialized(given) == _serialized(light) and len(given_store) == len(store) == 1
-    # The ops decide which nodes are read: a Const called anything else is not looked at.
-    ops = ["Placeholder" if n.name == "W" else n.op for n in gd.node]
-    same, none = strip_payloads(gd, min_bytes=1024, ops=ops)
-    assert same is gd and none is None
-
-
-def test_small_graphs_are_not_copied():
+def test_graphs_without_large_constants_are_not_copied():
     gd = _weights_graph()
     same, store = strip_payloads(gd, min_bytes=1 << 20)
     assert same is gd and store is None
-    same, store = strip_payloads(gd, min_bytes=1024)  # 16 KB of weights in all: not worth it
-    assert same is gd and store is None
 
 
-def test_restore_fills_copies_inside_functions(monkeypatch):
+def test_restore_fills_copies_inside_functions():
     """A marked const copied into a function body (``C_copied`` in mix mode, any const of a
     cluster on a backend that keeps constants in the GeOp) gets its data back too."""
-    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
     gd = _weights_graph()
     light, store = strip_payloads(gd, min_bytes=1024)
     fdef = light.library.function.add()
@@ -112,7 +95,6 @@ CASES = [
 def test_rewrite_is_byte_identical_with_and_without_payloads(name, options, backend,
                                                              monkeypatch):
     monkeypatch.setattr(payload, "MIN_PAYLOAD_BYTES", 64)  # strip nearly every const
-    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
     stripped = []
 
     def counting_strip(graph_def, min_bytes=None, **kwargs):
@@ -143,7 +125,6 @@ def test_rewrite_is_byte_identical_with_and_without_payloads(name, options, back
 def test_unchanged_graph_is_reported_unmodified(monkeypatch):
     """With nothing to offload the restored graph equals the input: not ``modified``."""
     monkeypatch.setattr(payload, "MIN_PAYLOAD_BYTES", 64)
-    monkeypatch.setattr(payload, "MIN_TOTAL_BYTES", 0)
     gd = _weights_graph()
     res = rewrite(gd, {}, backend="cpu", op_support=OpSupportList.from_names([]))
     assert not res.clusters

@@ -35,7 +35,7 @@ def _graph_def(seed=0):
 
 def _light(graph_def):
     """The graph as sessions rewrite it: large constants without their data."""
-    return strip_payloads(graph_def, min_total_bytes=0)[0]
+    return strip_payloads(graph_def)[0]
 
 
 def _rewrite(graph_def, options, backend=None, fetches=("probs:0", "text:0")):

@@ -21,11 +21,9 @@ __all__ = ["PAYLOAD_ATTR", "MIN_PAYLOAD_BYTES", "PayloadStore", "strip_payloads"
 
 PAYLOAD_ATTR = "_npu_adapter_payload"
 # Consts smaller than this are copied as they are: rebuilding a node attribute by attribute costs
-# more than copying a few kilobytes.
+# more than copying a few kilobytes. The rule depends on the Const alone, so a node has one light
+# form in every graph (the session's execution graph relies on it).
 MIN_PAYLOAD_BYTES = 16 * 1024
-# Below this many bytes in all, setting payloads aside costs more than the copies it saves (the
-# light graph is built node by node; a 100k-node graph with a few weights would pay ~0.1 s).
-MIN_TOTAL_BYTES = 4 * 1024 * 1024
 
 
 class PayloadStore:
@@ -117,28 +115,22 @@ def _light_copy(node, target, tensor):
     target.attr[PAYLOAD_ATTR].s = node.name.encode()
 
 
-def strip_payloads(graph_def, min_bytes=None, *, ops=None, view=None, min_total_bytes=None):
+def strip_payloads(graph_def, min_bytes=None, *, view=None):
     """A light copy of ``graph_def`` and the store that restores it.
 
-    Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside. Returns
-    ``(graph_def, None)`` unchanged when they come to less than ``min_total_bytes`` together
-    (default ``MIN_TOTAL_BYTES``), so graphs with small weights pay nothing; with
-    ``min_total_bytes=0`` whether a Const is light depends on that Const alone. ``graph_def``
-    itself is never modified.
-    ``ops``, the op type of every node in order (a GraphView's ``ops``), spares reading every
-    NodeDef to find the Consts (a tenth of a second at 100k nodes); ``view``, a GraphView of
-    ``graph_def``, spares reading the Consts too (their sizes are kept in the view, where the
-    passes find them again: see :meth:`GraphView.const_bytes`).
+    Non-string Consts of at least ``min_bytes`` (default ``MIN_PAYLOAD_BYTES``) are set aside;
+    ``(graph_def, None)`` when there are none. ``graph_def`` itself is never modified. ``view``,
+    a GraphView of ``graph_def``, gives the Consts' sizes it keeps (where the passes find them
+    again: see :meth:`GraphView.const_bytes`) instead of reading every node.
     """
     if min_bytes is None:
         min_bytes = MIN_PAYLOAD_BYTES
     big = []
-    total = 0
     nodes = graph_def.node
     if view is not None:
         sizes = view.const_bytes()
     else:
-        sizes = const_sizes(nodes, ops if ops is not None else [node.op for node in nodes])
+        sizes = const_sizes(nodes, [node.op for node in nodes])
     for k, size in sizes.items():
         if size < min_bytes:
             continue
@@ -147,10 +139,7 @@ def strip_payloads(graph_def, min_bytes=None, *, ops=None, view=None, min_total_
         if node.attr["value"].tensor.dtype != types_pb2.DT_STRING and \
                 PAYLOAD_ATTR not in node.attr:
             big.append(k)
-            total += size
-    if min_total_bytes is None:
-        min_total_bytes = MIN_TOTAL_BYTES
-    if not big or total < min_total_bytes:
+    if not big:
         return graph_def, None
     out = graph_pb2.GraphDef()
     for field, value in graph_def.ListFields():

@@ -58,7 +58,7 @@ def note_graph_changed(graph):
 def _light(graph_def):
     """The light form of ``graph_def`` (itself when it has no large constant): whether a node
     is light depends on that node alone, so a node has one light form in every graph."""
-    return strip_payloads(graph_def, min_total_bytes=0)[0]
+    return strip_payloads(graph_def)[0]
 
 
 class Installed:
