@@ -346,8 +346,8 @@ def test_subset_equals_a_fresh_view_of_the_kept_nodes(warm):
             view.output_types(i)
     sub = view.subset(sub_gd, kept)
     _assert_same_structure(sub, GraphView(sub_gd))
-    assert sub.output_types(sub.index["c"]) == [F32]
-    assert sub.output_types(sub.index["init"]) == []
+    assert sub.output_types(sub.index["c"]) == (F32,)
+    assert sub.output_types(sub.index["init"]) == ()
 
 
 def test_subset_index_keeps_the_first_of_duplicated_names():
@@ -403,8 +403,8 @@ def _typed_graph():
 def test_node_dtypes(name, outputs, inputs):
     view = GraphView(_typed_graph())
     i = view.index[name]
-    assert view.output_types(i) == outputs
-    assert view.input_types(i) == inputs
+    assert view.output_types(i) == (None if outputs is None else tuple(outputs))
+    assert view.input_types(i) == (None if inputs is None else tuple(inputs))
 
 
 def test_edge_types_ref_and_resource():
