@@ -3,6 +3,7 @@
 Graphs are small and drawn next to each test; one 20k-node chain checks that nothing recurses.
 """
 
+import gc
 import random
 import sys
 
@@ -405,6 +406,16 @@ def test_node_dtypes(name, outputs, inputs):
     i = view.index[name]
     assert view.output_types(i) == (None if outputs is None else tuple(outputs))
     assert view.input_types(i) == (None if inputs is None else tuple(inputs))
+
+
+def test_cached_dtypes_are_not_tracked_by_the_garbage_collector():
+    # The caches live through a rewrite's full collections (mix mode fills them for most nodes):
+    # entries the collector tracks would be visited again by each of them.
+    view = GraphView(_typed_graph())
+    cached = [view.output_types(i) for i in range(len(view))]
+    cached += [view.input_types(i) for i in range(len(view))]
+    gc.collect()
+    assert [t for t in cached if t is not None and gc.is_tracked(t)] == []
 
 
 def test_edge_types_ref_and_resource():
