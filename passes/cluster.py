@@ -248,14 +248,16 @@ class _Clusterer:
         version = [0] * m
         refused = {}
         host = [not c for c in c_candidate]
-        # The producers each candidate may contract with do not change between sweeps.
+        # The producers each candidate may contract with do not change between sweeps. Kept as
+        # tuples of ints, which the garbage collector stops tracking: one entry per candidate
+        # vertex lives through the whole contraction.
         contractible = []
         for dst in condensed.order:
             if c_candidate[dst]:
                 label = c_label[dst]
-                sources = [src for src in preds_c[dst]
-                           if c_candidate[src] and not condensed.blocked[src]
-                           and c_label[src] == label]
+                sources = tuple([src for src in preds_c[dst]
+                                 if c_candidate[src] and not condensed.blocked[src]
+                                 and c_label[src] == label])
                 if sources:
                     contractible.append((dst, sources))
         c_rank = cycles.rank

@@ -155,7 +155,9 @@ class EncapsulatePass(PassBase):
     needs = ("placement",)
 
     def run(self, graph_def, ctx, view):
-        nodes = view.nodes
+        # The NodeDefs are read from the GraphDef one at a time (view.node_at, or walking its
+        # node field), never listed (view.nodes): a list would hold one object the garbage
+        # collector tracks per node of the graph through every collection the pass triggers.
         cluster_of, outside, copied_into = self._read_clusters(view)
         clusters = {}
         for i, name in cluster_of.items():  # (in GraphDef order)
@@ -216,7 +218,7 @@ class EncapsulatePass(PassBase):
         own_attrs = set(outside) | set(copied_into)
         reads_cluster = _cluster_readers(view, cluster_of)
         emitted = set()
-        for i, node in enumerate(nodes):
+        for i, node in enumerate(graph_def.node):
             if empty_at and i in empty_at:
                 for cname in empty_at[i]:
                     self._geop_node(view, clusters, cname, cluster_of, graph_config,
@@ -236,10 +238,10 @@ class EncapsulatePass(PassBase):
             if own_attrs and i in own_attrs:
                 _drop_attrs(copy, (EXECUTES_ATTR, COPIED_INTO_ATTR))
             if i in reads_cluster:
-                self._rewire_host_node(view, i, copy, clusters, cluster_of)
+                self._rewire_host_node(view, node, copy, clusters, cluster_of)
             if "_class" in copy.attr:
                 if remaining_names is None:
-                    remaining_names = {names[k] for k in range(len(nodes))
+                    remaining_names = {names[k] for k in range(len(names))
                                        if k not in cluster_of}
                     remaining_names.update(clusters)
                 _drop_stale_colocation(copy, remaining_names)
@@ -263,7 +265,7 @@ class EncapsulatePass(PassBase):
         outside = {}
         copied_into = {}
         names = {}  # the encoded cluster names, decoded once each
-        for i, (node, op) in enumerate(zip(view.nodes, view.ops)):
+        for i, (node, op) in enumerate(zip(view.graph_def.node, view.ops)):
             attrs = node.attr
             value = attrs.get(CLUSTER_ATTR)
             if value is not None:
@@ -416,8 +418,8 @@ class EncapsulatePass(PassBase):
         """Arguments, results and control inputs of ``clusters``. ``dsts``: the (sorted) nodes
         whose inputs to look at for the arguments and for the results (default: every node);
         clusters missing from ``clusters`` are left alone."""
-        nodes = view.nodes
-        every = range(len(nodes))
+        names = view.names
+        every = range(len(names))
         arg_dsts, result_dsts = dsts if dsts is not None else (every, every)
         owner_of = cluster_of.get
         data_inputs = view.data_inputs
@@ -446,8 +448,8 @@ class EncapsulatePass(PassBase):
                 if t is not None and is_ref_type(t):
                     raise RewriteError(
                         f"Ref Tensors (e.g., Variables) are not supported as args: "
-                        f"{nodes[dst].name!r} input {slot} reads {nodes[src].name!r}",
-                        code="InvalidArgument", node=nodes[dst].name)
+                        f"{names[dst]!r} input {slot} reads {names[src]!r}",
+                        code="InvalidArgument", node=names[dst])
                 key = (src, port)
                 if key not in cluster.input_index:
                     cluster.input_index[key] = len(cluster.inputs)
@@ -456,7 +458,7 @@ class EncapsulatePass(PassBase):
                 owner = owner_of(src)
                 if owner == cname:
                     continue
-                outer = owner if owner is not None else nodes[src].name
+                outer = owner if owner is not None else names[src]
                 seen = control_seen.get(cname)
                 if seen is None:
                     seen = control_seen[cname] = set(cluster.control_inputs)
@@ -467,7 +469,7 @@ class EncapsulatePass(PassBase):
         for cname, cluster in clusters.items():
             for const in cluster.const_copies:
                 owner = owner_of(const)
-                outer = owner if owner is not None else nodes[const].name
+                outer = owner if owner is not None else names[const]
                 if outer != cname and outer not in cluster.control_inputs:
                     cluster.control_inputs.append(outer)
         # Outputs: edges leaving a cluster, in edge order; then fetched tensors.
@@ -484,8 +486,8 @@ class EncapsulatePass(PassBase):
                 if t is not None and is_ref_type(t):
                     raise RewriteError(
                         f"Ref Tensors (e.g., Variables) are not supported as results: "
-                        f"{nodes[dst].name!r} input {slot} needs a ref from {nodes[src].name!r}",
-                        code="InvalidArgument", node=nodes[dst].name)
+                        f"{names[dst]!r} input {slot} needs a ref from {names[src]!r}",
+                        code="InvalidArgument", node=names[dst])
                 _add_output(clusters[sname], src, port)
         for src, port in _fetched(view, ctx):
             sname = cluster_of.get(src)
@@ -518,7 +520,7 @@ class EncapsulatePass(PassBase):
     # ------------------------------------------------------------------ building
     def _geop_node(self, view, clusters, cname, cluster_of, graph_config, option_attrs, node):
         """Fill ``node`` (a new, empty NodeDef) as the cluster's node."""
-        nodes = view.nodes
+        names = view.names
         cluster = clusters[cname]
         node.name = cluster.name
         node.op = GEOP_OP
@@ -528,7 +530,7 @@ class EncapsulatePass(PassBase):
                 producer = _cluster_ref(clusters, owner, src, port)
                 node.input.append(producer)
             else:
-                node.input.append(nodes[src].name if port == 0 else f"{nodes[src].name}:{port}")
+                node.input.append(names[src] if port == 0 else f"{names[src]}:{port}")
         for outer in cluster.control_inputs:
             node.input.append("^" + outer)
         if cluster.control_inputs:
@@ -543,20 +545,20 @@ class EncapsulatePass(PassBase):
             if key not in node.attr:  # first writer wins, as in the original
                 node.attr[key].s = str(option_attrs[key]).encode()
         node.attr[CLUSTER_INPUTS_ATTR].list.s.extend(
-            _tensor(nodes[s].name, p).encode() for s, p in cluster.inputs)
+            _tensor(names[s], p).encode() for s, p in cluster.inputs)
         node.attr[CLUSTER_OUTPUTS_ATTR].list.s.extend(
-            _tensor(nodes[s].name, p).encode() for s, p in cluster.outputs)
+            _tensor(names[s], p).encode() for s, p in cluster.outputs)
         if cluster.hoisted:
             node.attr[CLUSTER_HOISTED_ATTR].list.s.extend(
-                nodes[i].name.encode() for i in cluster.hoisted)
+                names[i].encode() for i in cluster.hoisted)
         outer = sorted(set(cluster.outer) | set(cluster.outer_copies))
         if outer:
-            node.attr[CLUSTER_OUTER_ATTR].list.s.extend(nodes[i].name.encode() for i in outer)
+            node.attr[CLUSTER_OUTER_ATTR].list.s.extend(names[i].encode() for i in outer)
         if cluster.placed is not None:
             for key, tensors in zip((CLUSTER_PLACED_INPUTS_ATTR, CLUSTER_PLACED_OUTPUTS_ATTR),
                                     cluster.placed):
                 node.attr[key].list.SetInParent()  # present even when empty
-                node.attr[key].list.s.extend(_tensor(nodes[s].name, p).encode()
+                node.attr[key].list.s.extend(_tensor(names[s], p).encode()
                                              for s, p in tensors)
         if cluster.part_of is not None:
             node.attr[CLUSTER_PART_OF_ATTR].s = cluster.part_of.encode()
@@ -607,8 +609,8 @@ class EncapsulatePass(PassBase):
             out_types = view.output_types(src)
             if out_types is None or port >= len(out_types):
                 raise RewriteError(
-                    f"cannot tell the dtype of {view.nodes[src].name}:{port}, which {direction} "
-                    f"cluster {cluster.name}", code="Internal", node=view.nodes[src].name)
+                    f"cannot tell the dtype of {view.names[src]}:{port}, which {direction} "
+                    f"cluster {cluster.name}", code="Internal", node=view.names[src])
             types.append(base_type(out_types[port]))
         return types
 
@@ -623,12 +625,13 @@ class EncapsulatePass(PassBase):
             cluster.types_out = self._tensor_types(view, cluster, cluster.outputs, "leaves")
         return cluster.types_out
 
-    def _rewire_host_node(self, view, i, copy, clusters, cluster_of):
-        nodes = view.nodes
+    def _rewire_host_node(self, view, node, copy, clusters, cluster_of):
+        """Point the inputs of ``copy`` (the output's copy of host ``node``) that read a
+        clustered node at its cluster's outputs."""
         inputs = []
         controls = []
         changed = False
-        for text in nodes[i].input:
+        for text in node.input:
             name, port, is_control = parse_input(text)
             src = view.index.get(name, -1)
             owner = cluster_of.get(src)
@@ -649,7 +652,8 @@ class EncapsulatePass(PassBase):
     def _function_def(self, view, cluster, cluster_of, fdef, own_attrs):
         """Fill ``fdef`` (a new, empty FunctionDef) as the cluster's function; ``own_attrs``:
         the nodes that may carry bookkeeping attrs besides the placement and the cluster."""
-        nodes = view.nodes
+        node_at = view.node_at
+        names = view.names
         fdef.signature.name = cluster.name
         fdef.signature.is_stateful = True
         arg_names = set()
@@ -657,11 +661,10 @@ class EncapsulatePass(PassBase):
         arg_of = {}
         for k, (src, port) in enumerate(cluster.inputs):
             arg = fdef.signature.input_arg.add()
-            arg.name = function_arg_name(f"{nodes[src].name}_{port}_arg", arg_names)
+            arg.name = function_arg_name(f"{names[src]}_{port}_arg", arg_names)
             arg.type = in_types[k]
             arg_of[(src, port)] = arg.name
         member_set = set(cluster.members) | set(cluster.var_copies)
-        names = view.names
         copy_name = self._const_copy_names(view, cluster)
         body_names = {names[i] for i in member_set}
         body_names.update(copy_name.values())
@@ -680,12 +683,12 @@ class EncapsulatePass(PassBase):
                 suffixes = None if op in functions or op == GEOP_OP \
                     else fixed_output_port_names(op)
                 if suffixes is None:
-                    suffixes = output_port_names(nodes[src], functions)
+                    suffixes = output_port_names(node_at(src), functions)
                 if suffixes is None:
                     raise RewriteError(
-                        f"cannot map outputs of {nodes[src].op} node {nodes[src].name!r} inside "
+                        f"cannot map outputs of {op} node {view.names[src]!r} inside "
                         f"cluster {cluster.name} (op not registered)", code="Internal",
-                        node=nodes[src].name)
+                        node=view.names[src])
                 # Whole references per port, built once per producer.
                 prefix = view.names[src] + ":"
                 names = port_names[src] = [prefix + suffix for suffix in suffixes]
@@ -694,7 +697,7 @@ class EncapsulatePass(PassBase):
         for const in sorted(copy_name):
             cname = copy_name[const]
             body = fdef.node_def.add()
-            body.CopyFrom(nodes[const])
+            body.CopyFrom(node_at(const))
             body.name = cname
             del body.input[:]
             if CLUSTER_ATTR in body.attr:
@@ -709,7 +712,7 @@ class EncapsulatePass(PassBase):
         in_body = sorted(cluster.var_copies) + cluster.members
         for i in in_body:
             body = add_body()
-            body.CopyFrom(nodes[i])
+            body.CopyFrom(node_at(i))
             attrs = body.attr
             # Every member carries the cluster pass's two annotations (deleted without a look
             # first); only the members it ran outside or copied carry the other two.
@@ -758,7 +761,7 @@ class EncapsulatePass(PassBase):
         out_types = self._output_types(view, cluster)
         for k, (src, port) in enumerate(cluster.outputs):
             arg = fdef.signature.output_arg.add()
-            arg.name = function_arg_name(f"{nodes[src].name}_{port}_retval", ret_names)
+            arg.name = function_arg_name(f"{names[src]}_{port}_retval", ret_names)
             arg.type = out_types[k]
             ref = port_refs(src)[port]
             src_types = view.output_types(src) or ()
@@ -766,7 +769,7 @@ class EncapsulatePass(PassBase):
                 # A function cannot return a ref: read it through an Identity, as the original's
                 # "<src>_dummyIdentity".
                 dummy = fdef.node_def.add()
-                dummy.name = unique_name(f"{nodes[src].name}_dummyIdentity", body_names)
+                dummy.name = unique_name(f"{names[src]}_dummyIdentity", body_names)
                 dummy.op = "Identity"
                 dummy.input.append(ref)
                 dummy.attr["T"].type = out_types[k]
@@ -774,9 +777,9 @@ class EncapsulatePass(PassBase):
             fdef.ret[arg.name] = ref
         control_names = set()
         for i in cluster.control_outputs:
-            cname = function_arg_name(nodes[i].name + "_control", control_names)
+            cname = function_arg_name(names[i] + "_control", control_names)
             fdef.signature.control_output.append(cname)
-            fdef.control_ret[cname] = nodes[i].name
+            fdef.control_ret[cname] = names[i]
 
 
 def _cluster_readers(view, cluster_of):
@@ -829,7 +832,7 @@ def _fetched(view, ctx):
             if name in view.index:
                 found.append((view.index[name], port))
         return found
-    for i in range(len(view.nodes)):
+    for i in range(len(view.ops)):
         if view.data_outputs[i] or view.control_outputs[i]:
             continue
         out_types = view.output_types(i) or ()

@@ -438,17 +438,24 @@ class GraphView:
 
     # ----------------------------------------------------------------------------- dtypes
     def output_types(self, i):
-        """Output dtypes of node ``i`` (list) or None when unknown; cached."""
+        """Output dtypes of node ``i`` (a tuple) or None when unknown; cached.
+
+        Tuples of ints, like the edge tables: a cache entry per node that a pass asks about
+        (in mix mode, most nodes) lives through the full collections of a rewrite, and the
+        garbage collector stops tracking such tuples where it would visit a list each time."""
         cache = self._out_types
         if i not in cache:
-            cache[i] = _types.node_output_types(self.node_at(i), self.functions)
+            types = _types.node_output_types(self.node_at(i), self.functions)
+            cache[i] = tuple(types) if types is not None else None
         return cache[i]
 
     def input_types(self, i):
-        """Data-input dtypes of node ``i`` (list) or None when unknown; cached."""
+        """Data-input dtypes of node ``i`` (a tuple) or None when unknown; cached (as
+        :meth:`output_types`)."""
         cache = self._in_types
         if i not in cache:
-            cache[i] = _types.node_input_types(self.node_at(i), self.functions)
+            types = _types.node_input_types(self.node_at(i), self.functions)
+            cache[i] = tuple(types) if types is not None else None
         return cache[i]
 
     def edge_type(self, dst, slot):
