@@ -3,10 +3,11 @@
 For each model, one process per side (plain ``tf.compat.v1.Session`` / ``NpuSession``, in
 alternating order) loads the frozen model from the corpus cache, imports it into a graph, and then
 times session creation through the first ``run`` returning (the training model runs its
-initialiser and one step; the window starts right after a full garbage collection), runs ``RUNS`` more times, and exits. Both sides parse the same
-serialized ``ConfigProto`` (an ``NpuOptimizer`` entry with default options). Only the NPU side
-imports ``npu_adapter.session`` (before the timer starts), as a user script imports
-``npu_bridge`` at its top; what the rewrite imports lazily on first use is part of its first run.
+initialiser and one step; the window starts right after a full garbage collection), runs
+``RUNS`` more times, and exits. Both sides parse the same serialized ``ConfigProto`` (an
+``NpuOptimizer`` entry with default options). Only the NPU side imports ``npu_adapter.session``
+(before the timer starts), as a user script imports ``npu_bridge`` at its top; what the rewrite
+imports lazily on first use is part of its first run.
 
 Peak RSS is the worker's ``VmHWM`` (high-water mark of its own address space), printed as its
 last act; the runner also polls it from outside as a cross-check. (``ru_maxrss`` is useless here:
