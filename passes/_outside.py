@@ -79,14 +79,14 @@ def member_steps(view, inside, outside, rank):
         inside: indices of the members that run in the cluster's functions.
         outside: indices of the cluster's own members that run in the outer graph.
         rank: position of every node in a topological order of the graph (back edges of v1
-            loops left out); None when GraphDef order is one.
+            loops left out): :meth:`GraphView.topological_rank`.
 
     Returns:
         dict index → step (0, 1, ...; contiguous, step 0 non-empty when ``inside`` is).
     """
     inside = set(inside)
     outside = set(outside)
-    members = sorted(inside | outside, key=None if rank is None else rank.__getitem__)
+    members = sorted(inside | outside, key=rank.__getitem__)
     ops = view.ops
     preds_of = view.predecessor_table()
     level = {}

@@ -381,16 +381,7 @@ class EncapsulatePass(PassBase):
         """Split the members of ``cname`` that run inside into steps (``passes/_outside.py``):
         step 0 keeps the cluster's name, step ``s`` becomes ``<cname>_stage<s>``."""
         cluster = clusters[cname]
-        if "topological_rank" not in view.cache:
-            order, _ = view.topological_order(skip_back_edges=True)
-            rank = None  # GraphDef order is a topological order (the common case)
-            if order != list(range(len(order))):
-                rank = [0] * len(view.ops)
-                for position, i in enumerate(order):
-                    rank[i] = position
-            view.cache["topological_rank"] = rank
-        steps = member_steps(view, cluster.members, cluster.outer,
-                             view.cache["topological_rank"])
+        steps = member_steps(view, cluster.members, cluster.outer, view.topological_rank())
         count = max(steps.values(), default=0) + 1
         if count == 1:
             return

@@ -488,6 +488,18 @@ class GraphView:
         """True when edges out of node ``i`` are TF1 while-loop back edges."""
         return self.ops[i] in LOOP_BACK_EDGE_OPS
 
+    def topological_rank(self):
+        """Position of every node in :meth:`topological_order` (back edges of TF1 loops left
+        out), as a list indexed by node; cached."""
+        rank = self.cache.get("topological_rank")
+        if rank is None:
+            order, _ = self.topological_order(skip_back_edges=True)
+            rank = [0] * len(self.ops)
+            for position, i in enumerate(order):
+                rank[i] = position
+            self.cache["topological_rank"] = rank = tuple(rank)
+        return rank
+
     def topological_order(self, *, skip_back_edges=True, stable_key=None):
         """Cached :meth:`compute_topological_order` (see there)."""
         if stable_key is not None:
