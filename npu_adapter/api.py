@@ -217,12 +217,14 @@ def _rewrite(graph_def, config, fetches, feeds, targets, backend, dump_dir, grap
                for f in _names(fetches, "fetches", "logits:0")]
     targets = [t[1:] if t.startswith("^") else t for t in _names(targets, "targets", "train_op")]
     feeds = _names(feeds, "feeds", "input:0")
-    # Whether anybody looks at the intermediate graphs (dumps, instruments). When nobody does,
-    # the passes run without the large constants' data (see graph/payload.py), which is put
-    # back into the final graph.
-    watched = bool(dump_instruments or instruments)
+    # The passes run without the large constants' data (see graph/payload.py), which is put
+    # back into the final graph, unless something reads it on the way: a backend whose lower()
+    # writes the constants out, or whoever looks at the intermediate graphs (dumps,
+    # instruments).
+    needs_data = bool(dump_instruments or instruments or backend_obj.needs_constant_data)
     user_view = GraphView(graph_def)
-    light, payloads = (graph_def, None) if watched else strip_payloads(graph_def, view=user_view)
+    light, payloads = ((graph_def, None) if needs_data
+                       else strip_payloads(graph_def, view=user_view))
     if payloads is not None:
         user_view = user_view.rebind(light)  # (only the Consts' data differ)
     _check_input(light, user_view)
