@@ -490,7 +490,7 @@ class GraphView:
 
     def topological_rank(self):
         """Position of every node in :meth:`topological_order` (back edges of TF1 loops left
-        out), as a list indexed by node; cached."""
+        out), as a tuple indexed by node; cached."""
         rank = self.cache.get("topological_rank")
         if rank is None:
             order, _ = self.topological_order(skip_back_edges=True)
