@@ -77,6 +77,54 @@ class FuzzResult:
     features: dict = field(default_factory=dict)  # feature -> graphs
     refusals: dict = field(default_factory=dict)  # expected refusal -> {option set: runs}
 
+    def record(self, case, comparison):
+        """Count the outcomes of one graph ``case`` (its ``comparison`` under the option
+        sets) into the figures and the defects; returns ``(key, option set, message)`` for
+        each kind of defect it shows that was not known before, in the order found."""
+        self.graphs += 1
+        for feature in case.features:
+            self.features[feature] = self.features.get(feature, 0) + 1
+        new = []
+        keys = set()
+        for outcome in comparison.outcomes:
+            figures = self.figures.setdefault(outcome.option_set, _SetFigures())
+            figures.graphs += 1
+            figures.compared += outcome.compared
+            status = outcome.status
+            if status == "unreproducible":
+                figures.unreproducible += 1
+                continue
+            if status == "plain_ignores_feed":
+                figures.ignored_feeds += 1
+                continue
+            if status == "refused":
+                figures.refused += 1
+                runs = self.refusals.setdefault(outcome.refusal.name, {})
+                runs[outcome.option_set] = runs.get(outcome.option_set, 0) + 1
+                continue
+            if status == "equal":
+                continue
+            if status == "mismatch":
+                figures.mismatches += 1
+            else:
+                figures.failures += 1
+            key = defect_key(outcome)
+            defect = self.defects.get(key)
+            if defect is None:
+                defect = self.defects[key] = Defect(key, status,
+                                                    first_message=outcome.describe())
+                defect.reproducer = case.reproducer({outcome.option_set: outcome.options},
+                                                    comment=key)
+                new.append((key, outcome.option_set, outcome.describe()))
+            defect.option_sets[outcome.option_set] = \
+                defect.option_sets.get(outcome.option_set, 0) + 1
+            if key not in keys:
+                keys.add(key)
+                defect.graphs += 1
+                for feature in case.features:
+                    defect.features[feature] = defect.features.get(feature, 0) + 1
+        return new
+
     @property
     def runs(self):
         """Graph x option-set runs."""
@@ -242,54 +290,14 @@ def run_fuzz(option_sets, *, seed=0, minutes=None, max_examples=None, max_ops=8,
             result.invalid += 1
             result.invalid_examples.setdefault(_blank(str(error)), case.reproducer())
             return
-        result.graphs += 1
-        for feature in case.features:
-            result.features[feature] = result.features.get(feature, 0) + 1
-        new = None
-        keys = set()
-        for outcome in comparison.outcomes:
-            figures = result.figures.setdefault(outcome.option_set, _SetFigures())
-            figures.graphs += 1
-            figures.compared += outcome.compared
-            status = outcome.status
-            if status == "unreproducible":
-                figures.unreproducible += 1
-                continue
-            if status == "plain_ignores_feed":
-                figures.ignored_feeds += 1
-                continue
-            if status == "refused":
-                figures.refused += 1
-                runs = result.refusals.setdefault(outcome.refusal.name, {})
-                runs[outcome.option_set] = runs.get(outcome.option_set, 0) + 1
-                continue
-            if status == "equal":
-                continue
-            if status == "mismatch":
-                figures.mismatches += 1
-            else:
-                figures.failures += 1
-            key = defect_key(outcome)
-            defect = result.defects.get(key)
-            if defect is None:
-                defect = result.defects[key] = Defect(key, status,
-                                                      first_message=outcome.describe())
-                defect.reproducer = case.reproducer({outcome.option_set: outcome.options},
-                                                    comment=key)
-                log(f"[{time.monotonic() - start:6.0f} s] new: {key}")
-                if new is None:
-                    new = (key, outcome.option_set, outcome.describe())
-            defect.option_sets[outcome.option_set] = \
-                defect.option_sets.get(outcome.option_set, 0) + 1
-            if key not in keys:
-                keys.add(key)
-                defect.graphs += 1
-                for feature in case.features:
-                    defect.features[feature] = defect.features.get(feature, 0) + 1
-        if new is not None and shrink_seconds > 0:
-            target.update(key=new[0], option_set=new[1], expired=False,
-                          failing={case: new[2]}, budget=time.monotonic() + shrink_seconds)
-            _found(new[0], case)
+        new = result.record(case, comparison)
+        for key, _, _ in new:
+            log(f"[{time.monotonic() - start:6.0f} s] new: {key}")
+        if new and shrink_seconds > 0:
+            key, option_set, message = new[0]
+            target.update(key=key, option_set=option_set, expired=False,
+                          failing={case: message}, budget=time.monotonic() + shrink_seconds)
+            _found(key, case)
 
     def shrink(case):
         if case in target["failing"]:
