@@ -643,118 +643,51 @@ class EncapsulatePass(PassBase):
     def _function_def(self, view, cluster, cluster_of, fdef, own_attrs):
         """Fill ``fdef`` (a new, empty FunctionDef) as the cluster's function; ``own_attrs``:
         the nodes that may carry bookkeeping attrs besides the placement and the cluster."""
-        node_at = view.node_at
-        names = view.names
         fdef.signature.name = cluster.name
         fdef.signature.is_stateful = True
+        copy_name = self._const_copy_names(view, cluster)
+        refs = _BodyRefs(view, cluster, copy_name, self._add_args(view, cluster, fdef))
+        body_names = {view.names[i] for i in refs.members}
+        body_names.update(copy_name.values())
+        for const in sorted(copy_name):
+            body = fdef.node_def.add()
+            body.CopyFrom(view.node_at(const))
+            body.name = copy_name[const]
+            del body.input[:]
+            _drop_attrs(body, (CLUSTER_ATTR, "_class", PLACEMENT_ATTR))
+        for i in sorted(cluster.var_copies) + cluster.members:
+            body = fdef.node_def.add()
+            body.CopyFrom(view.node_at(i))
+            _drop_attrs(body, _BOOKKEEPING if own_attrs and i in own_attrs else _ANNOTATIONS)
+            if body.input:
+                body.input[:] = refs.inputs(i)
+            if "_class" in body.attr:
+                _drop_stale_colocation(body, body_names)
+        self._add_results(view, cluster, fdef, refs, body_names)
+
+    def _add_args(self, view, cluster, fdef):
+        """The function's arguments, one per cluster input; returns ``(src, port)`` -> the
+        argument's name."""
         arg_names = set()
         in_types = self._input_types(view, cluster)
         arg_of = {}
         for k, (src, port) in enumerate(cluster.inputs):
             arg = fdef.signature.input_arg.add()
-            arg.name = function_arg_name(f"{names[src]}_{port}_arg", arg_names)
+            arg.name = function_arg_name(f"{view.names[src]}_{port}_arg", arg_names)
             arg.type = in_types[k]
             arg_of[(src, port)] = arg.name
-        member_set = set(cluster.members) | set(cluster.var_copies)
-        copy_name = self._const_copy_names(view, cluster)
-        body_names = {names[i] for i in member_set}
-        body_names.update(copy_name.values())
+        return arg_of
 
-        port_names = {}
-        ops = view.ops
-        functions = view.functions
-
-        def port_refs(src):
-            """The body-local reference of each output port of ``src`` (built once)."""
-            names = port_names.get(src)
-            if names is None:
-                op = ops[src]
-                # Most producers are of a registered op with a fixed output list: its suffixes
-                # come from the OpDef, without reading the NodeDef.
-                suffixes = None if op in functions or op == GEOP_OP \
-                    else fixed_output_port_names(op)
-                if suffixes is None:
-                    suffixes = output_port_names(node_at(src), functions)
-                if suffixes is None:
-                    raise RewriteError(
-                        f"cannot map outputs of {op} node {view.names[src]!r} inside "
-                        f"cluster {cluster.name} (op not registered)", code="Internal",
-                        node=view.names[src])
-                # Whole references per port, built once per producer.
-                prefix = view.names[src] + ":"
-                names = port_names[src] = [prefix + suffix for suffix in suffixes]
-            return names
-
-        for const in sorted(copy_name):
-            cname = copy_name[const]
-            body = fdef.node_def.add()
-            body.CopyFrom(node_at(const))
-            body.name = cname
-            del body.input[:]
-            if CLUSTER_ATTR in body.attr:
-                del body.attr[CLUSTER_ATTR]
-            for key in ("_class", PLACEMENT_ATTR):
-                if key in body.attr:
-                    del body.attr[key]
-        data_inputs = view.data_inputs
-        control_inputs = view.control_inputs
-        add_body = fdef.node_def.add
-        # (The loop below runs once per clustered node: the common paths are inlined.)
-        in_body = sorted(cluster.var_copies) + cluster.members
-        for i in in_body:
-            body = add_body()
-            body.CopyFrom(node_at(i))
-            attrs = body.attr
-            # Every member carries the cluster pass's two annotations (deleted without a look
-            # first); only the members it ran outside or copied carry the other two.
-            try:
-                del attrs[CLUSTER_ATTR]
-                del attrs[PLACEMENT_ATTR]
-            except KeyError:  # a graph annotated by hand, or in part
-                for key in _ANNOTATIONS:
-                    if key in attrs:
-                        del attrs[key]
-            if own_attrs and i in own_attrs:
-                _drop_attrs(body, _BOOKKEEPING)
-            data = data_inputs[i]
-            control = control_inputs[i]
-            if not control and len(data) == 1:
-                # One input (the common case): replaced where it stands.
-                src, port = data[0]
-                if src in member_set:
-                    refs = port_names.get(src)
-                    body.input[0] = (refs if refs is not None else port_refs(src))[port]
-                elif src in copy_name:
-                    body.input[0] = f"{copy_name[src]}:output:0"
-                else:
-                    body.input[0] = arg_of[(src, port)]
-            elif data or control:
-                # Inputs from the index (no string parsing): body-local references, the copies
-                # of constants, or the function's arguments.
-                inputs = []
-                for src, port in data:
-                    if src in member_set:
-                        refs = port_names.get(src)  # (port_refs inlined: the common case)
-                        inputs.append((refs if refs is not None else port_refs(src))[port])
-                    elif src in copy_name:
-                        inputs.append(f"{copy_name[src]}:output:0")
-                    else:
-                        inputs.append(arg_of[(src, port)])
-                for src in control:
-                    if src in member_set:
-                        inputs.append("^" + names[src])
-                    elif src in copy_name:
-                        inputs.append("^" + copy_name[src])
-                body.input[:] = inputs
-            if "_class" in attrs:
-                _drop_stale_colocation(body, body_names)
+    def _add_results(self, view, cluster, fdef, refs, body_names):
+        """The function's results (a ref read through an Identity) and control outputs."""
+        names = view.names
         ret_names = set()
         out_types = self._output_types(view, cluster)
         for k, (src, port) in enumerate(cluster.outputs):
             arg = fdef.signature.output_arg.add()
             arg.name = function_arg_name(f"{names[src]}_{port}_retval", ret_names)
             arg.type = out_types[k]
-            ref = port_refs(src)[port]
+            ref = refs.port_refs(src)[port]
             src_types = view.output_types(src) or ()
             if port < len(src_types) and is_ref_type(src_types[port]):
                 # A function cannot return a ref: read it through an Identity, as the original's
@@ -771,6 +704,59 @@ class EncapsulatePass(PassBase):
             cname = function_arg_name(names[i] + "_control", control_names)
             fdef.signature.control_output.append(cname)
             fdef.control_ret[cname] = names[i]
+
+
+class _BodyRefs:
+    """How a cluster's function body names what its nodes read: a member's output by its
+    body-local reference (``node:output_arg:index``), a copied constant by its copy, anything
+    else by the function's argument."""
+
+    def __init__(self, view, cluster, copy_name, arg_of):
+        self.view = view
+        self.cluster = cluster
+        self.members = set(cluster.members) | set(cluster.var_copies)
+        self.copy_name = copy_name
+        self.arg_of = arg_of
+        self._port_names = {}
+
+    def port_refs(self, src):
+        """The body-local reference of each output port of member ``src`` (built once)."""
+        refs = self._port_names.get(src)
+        if refs is None:
+            view = self.view
+            op = view.ops[src]
+            # A registered op with a fixed output list: its suffixes come from the OpDef,
+            # without reading the NodeDef.
+            suffixes = None if op in view.functions or op == GEOP_OP \
+                else fixed_output_port_names(op)
+            if suffixes is None:
+                suffixes = output_port_names(view.node_at(src), view.functions)
+            if suffixes is None:
+                raise RewriteError(
+                    f"cannot map outputs of {op} node {view.names[src]!r} inside cluster "
+                    f"{self.cluster.name} (op not registered)", code="Internal",
+                    node=view.names[src])
+            prefix = view.names[src] + ":"
+            refs = self._port_names[src] = [prefix + suffix for suffix in suffixes]
+        return refs
+
+    def inputs(self, i):
+        """The inputs of member ``i`` in the body, read from the index (data, then control;
+        control inputs from outside the cluster are left to the call)."""
+        inputs = []
+        for src, port in self.view.data_inputs[i]:
+            if src in self.members:
+                inputs.append(self.port_refs(src)[port])
+            elif src in self.copy_name:
+                inputs.append(f"{self.copy_name[src]}:output:0")
+            else:
+                inputs.append(self.arg_of[(src, port)])
+        for src in self.view.control_inputs[i]:
+            if src in self.members:
+                inputs.append("^" + self.view.names[src])
+            elif src in self.copy_name:
+                inputs.append("^" + self.copy_name[src])
+        return inputs
 
 
 def _cluster_readers(view, cluster_of):
