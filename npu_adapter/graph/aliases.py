@@ -104,48 +104,17 @@ def keep_user_names(graph_def, user_graph_def, *, fetches=(), feed_map=None, tar
         was needed or ``in_place``) and a dict alias name → list of the tensors (or ``^ops``) it
         reads.
     """
-    feed_map = feed_map or {}
-    tensor_map = tensor_map or {}
-    op_map = op_map or {}
     if present is None:
         present = {node.name for node in graph_def.node}
+    fed, fetched, no_ops = _names_to_keep(present, fetches, feed_map or {}, targets,
+                                          tensor_map or {}, op_map or {})
+    if not fetched and not fed and not no_ops:
+        return graph_def, {}
     if user_view is not None and user_view.graph_def is user_graph_def:
         user_nodes = _IndexedNodes(user_view)
     else:
         user_nodes = {node.name: node for node in user_graph_def.node}
     functions = {f.signature.name: f for f in user_graph_def.library.function}
-
-    fed = collections.defaultdict(dict)  # node -> port -> standing tensor
-    for tensor, standing in sorted(feed_map.items()):
-        node, port, _ = parse_input(tensor)
-        if node not in present and standing != tensor:
-            fed[node][port] = standing
-    fetched = collections.defaultdict(dict)
-    for tensor in fetches:
-        node, port, _ = parse_input(tensor)
-        if node in present or node in fed:
-            continue  # still there, or its alias comes from the feed
-        mapped = tensor_map.get(f"{node}:{port}")
-        if mapped is not None:
-            fetched[node][port] = mapped
-    for node in list(fetched):  # every port up to the highest one must have a value
-        ports = fetched[node]
-        for port in range(max(ports)):
-            mapped = tensor_map.get(f"{node}:{port}")
-            if mapped is None:
-                del fetched[node]
-                break
-            ports[port] = mapped
-    no_ops = {}
-    for target in targets:
-        name = target[1:] if target.startswith("^") else target
-        moved = op_map.get(name)
-        if moved and moved in present and name not in present and name not in fetched \
-                and name not in fed:
-            no_ops[name] = "^" + moved
-    if not fetched and not fed and not no_ops:
-        return graph_def, {}
-
     if in_place:
         out = graph_def
     else:
@@ -187,24 +156,65 @@ def keep_user_names(graph_def, user_graph_def, *, fetches=(), feed_map=None, tar
         node.input.append(control)
         aliases[name] = [control]
     if rewire:
-        alias_names = set(aliases)
-        for node in out.node:
-            if node.name in alias_names:
-                continue
-            changed = False
-            new_inputs = []
-            for text in node.input:
-                name, port, is_control = parse_input(text)
-                target = None if is_control else rewire.get(f"{name}:{port}")
-                if target is not None:
-                    new_inputs.append(target)
-                    changed = True
-                else:
-                    new_inputs.append(text)
-            if changed:
-                del node.input[:]
-                node.input.extend(new_inputs)
+        _read_fed_aliases(out, rewire, set(aliases))
     return out, aliases
+
+
+def _names_to_keep(present, fetches, feed_map, targets, tensor_map, op_map):
+    """The user's names a rewritten graph (whose node names are ``present``) lacks and must
+    get back as aliases: ``(fed, fetched, no_ops)``, a fed node → port → the tensor standing
+    for it; a fetched node → port → the tensor that now computes it (every port up to the
+    highest fetched one); a target → the ``^op`` that now runs it."""
+    fed = collections.defaultdict(dict)
+    for tensor, standing in sorted(feed_map.items()):
+        node, port, _ = parse_input(tensor)
+        if node not in present and standing != tensor:
+            fed[node][port] = standing
+    fetched = collections.defaultdict(dict)
+    for tensor in fetches:
+        node, port, _ = parse_input(tensor)
+        if node in present or node in fed:
+            continue  # still there, or its alias comes from the feed
+        mapped = tensor_map.get(f"{node}:{port}")
+        if mapped is not None:
+            fetched[node][port] = mapped
+    for node in list(fetched):  # every port up to the highest one must have a value
+        ports = fetched[node]
+        for port in range(max(ports)):
+            mapped = tensor_map.get(f"{node}:{port}")
+            if mapped is None:
+                del fetched[node]
+                break
+            ports[port] = mapped
+    no_ops = {}
+    for target in targets:
+        name = target[1:] if target.startswith("^") else target
+        moved = op_map.get(name)
+        if moved and moved in present and name not in present and name not in fetched \
+                and name not in fed:
+            no_ops[name] = "^" + moved
+    return fed, fetched, no_ops
+
+
+def _read_fed_aliases(graph_def, rewire, alias_names):
+    """Make the nodes of ``graph_def`` (but the aliases) read the aliases of fed tensors:
+    ``rewire`` maps the tensor standing for a feed to the alias's tensor."""
+    for node in graph_def.node:
+        if node.name in alias_names:
+            continue
+        changed = False
+        new_inputs = []
+        for text in node.input:
+            name, port, is_control = parse_input(text)
+            target = None if is_control else rewire.get(f"{name}:{port}")
+            if target is not None:
+                new_inputs.append(target)
+                changed = True
+            else:
+                new_inputs.append(text)
+        if changed:
+            del node.input[:]
+            node.input.extend(new_inputs)
 
 
 def without_aliases(graph_def, aliases):
