@@ -172,11 +172,14 @@ class RuntimeStats:
     decisions_measured: int = 0
     decisions_remembered: int = 0
 
+    # The type of a cluster's stats (a backend's subclass names its own).
+    cluster_stats_class = ClusterStats
+
     def cluster(self, name):
-        """The :class:`ClusterStats` of ``name`` (created on first use)."""
+        """The :attr:`cluster_stats_class` of ``name`` (created on first use)."""
         stats = self.clusters.get(name)
         if stats is None:
-            stats = self.clusters[name] = ClusterStats()
+            stats = self.clusters[name] = self.cluster_stats_class()
         return stats
 
 

@@ -95,12 +95,7 @@ class XlaRuntimeStats(RuntimeStats):
     ``background_compiles``: the clusters' ``background_compiles`` added up."""
 
     background_compiles: int = 0
-
-    def cluster(self, name):
-        stats = self.clusters.get(name)
-        if stats is None:
-            stats = self.clusters[name] = XlaClusterStats()
-        return stats
+    cluster_stats_class = XlaClusterStats
 
 
 def _compile_status(result):
